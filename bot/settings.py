@@ -1,0 +1,110 @@
+"""Typed settings from the environment or ``.env``.
+
+One cached :func:`get_settings`; nothing reads the environment at import
+time, so tests build ``Settings(...)`` directly.  Every field has a default
+that works on a laptop; tokens are ``SecretStr`` so they never print.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+IntList = Annotated[list[int], NoDecode]
+
+
+def _csv(value: object) -> object:
+    """Accept "1,2,3" from the environment for list fields."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, int):
+        return [value]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    # --- LLM (any OpenAI-compatible endpoint) ---
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = 120.0
+    llm_max_retries: int = 2
+
+    # --- Hugging Face inference ---
+    hf_token: SecretStr | None = None
+    hf_inference_url: str | None = None
+    hf_endpoint: str = "https://huggingface.co"  # the Hub API, for `models refresh`
+    inference_mode: Literal["remote", "local", "hybrid"] = "remote"
+    local_models_dir: Path | None = None
+    local_max_models: int = 2
+    local_device: str | None = None  # "cpu", "cuda", … (auto when unset)
+
+    # --- model selection ---
+    model_catalog: Path | None = None
+    model_selection: Literal["llm", "downloads"] = "llm"
+    top_k: int = 5
+
+    # --- execution ---
+    max_concurrent_tasks: int = 4
+    task_timeout: float = 120.0
+    max_tasks_per_plan: int = 10
+
+    # --- limits on input ---
+    max_attachment_bytes: int = 25 * 1024 * 1024
+    max_image_pixels: int = 40_000_000
+    history_turns: int = 10
+
+    # --- storage ---
+    database_url: str = "sqlite+aiosqlite:///./data/bot.db"
+    media_dir: Path = Path("./data/media")
+
+    # --- Discord ---
+    discord_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("DISCORD_BOT_TOKEN", "DISCORD_TOKEN")
+    )
+    discord_dev_guild_ids: IntList = []
+    discord_shard_ids: Annotated[list[int] | None, NoDecode] = None
+    discord_shard_count: int | None = None
+    discord_allowed_guilds: IntList = []
+    discord_denied_guilds: IntList = []
+    discord_allowed_channels: IntList = []
+    discord_denied_channels: IntList = []
+    discord_allowed_roles: IntList = []
+    discord_denied_roles: IntList = []
+
+    # --- Slack ---
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_http_port: int = 3000
+    slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
+
+    log_level: str = "INFO"
+
+    @field_validator(
+        "discord_dev_guild_ids",
+        "discord_shard_ids",
+        "discord_allowed_guilds",
+        "discord_denied_guilds",
+        "discord_allowed_channels",
+        "discord_denied_channels",
+        "discord_allowed_roles",
+        "discord_denied_roles",
+        mode="before",
+    )
+    @classmethod
+    def _split_csv(cls, value: object) -> object:
+        return _csv(value)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,27 @@
+"""The contract every expert backend fulfils.
+
+An expert runs one task on one model.  It raises :class:`core.errors.TaskFailed`
+for anything the executor should handle (retry on the next candidate, then
+skip dependents); it never lets a backend's own exception type escape.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from core.catalog import ModelInfo
+from core.results import TaskInputs, TaskResult
+
+
+class Expert(Protocol):
+    name: str  # "remote" | "local"
+
+    def can_run(self, task: str, model: ModelInfo | None = None) -> bool:
+        """Whether this backend can serve ``task`` (with ``model`` when given)."""
+        ...
+
+    async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult:
+        ...
+
+    async def aclose(self) -> None:
+        ...

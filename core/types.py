@@ -1,0 +1,213 @@
+"""Boundary types shared by the core agent and every adapter.
+
+Adapters build a :class:`Request`, hand it to ``Agent.handle`` and render the
+:class:`Progress` events and the final :class:`Reply`.  Nothing here knows a
+platform: Discord and Slack translate to and from these at their edge.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """Where a conversation lives: ("discord", guild, channel, thread) or
+    ("slack", team, channel, thread_ts), ("cli", "local", name, None)."""
+
+    platform: str
+    scope: str
+    channel: str
+    thread: str | None = None
+
+    def parent(self) -> ConversationKey | None:
+        """The channel a thread belongs to, so a thread can see its channel's files."""
+        if self.thread is None:
+            return None
+        return ConversationKey(self.platform, self.scope, self.channel, None)
+
+    def __str__(self) -> str:
+        tail = f"/{self.thread}" if self.thread else ""
+        return f"{self.platform}:{self.scope}/{self.channel}{tail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file an adapter received from the user (already downloaded, size-capped)."""
+
+    name: str
+    mime: str
+    data: bytes
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    conversation: ConversationKey
+    user_id: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    request_id: str = field(default_factory=new_request_id)
+    user_name: str | None = None
+
+
+class Stage(StrEnum):
+    PLANNING = "planning"
+    SELECTING = "selecting"
+    RUNNING = "running"
+    ANSWERING = "answering"
+    DONE = "done"
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """One task's live state, as shown in a status message."""
+
+    id: int
+    task: str
+    model: str | None
+    status: TaskStatus
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    stage: Stage
+    detail: str
+    tasks: tuple[TaskState, ...] = ()
+
+
+ProgressSink = Callable[[Progress], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A stored file.  ``handle`` is the short name the user and the LLM see
+    (``photo.png``, ``image-1.png``); bytes are read only through the store."""
+
+    handle: str
+    kind: str  # image | audio | video | text | file
+    mime: str
+    path: Path
+    sha256: str
+    size: int
+    source: str  # "upload" | "generated"
+    task_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """What happened to one planned task, for the reply, the store and --json."""
+
+    id: int
+    task: str
+    model: str | None
+    status: TaskStatus
+    started: datetime | None = None
+    ended: datetime | None = None
+    error: str | None = None
+    args: dict[str, str] = field(default_factory=dict)
+    dep: tuple[int, ...] = ()
+    reason: str | None = None
+    result: dict[str, Any] | None = None
+    files: tuple[str, ...] = ()  # handles of the resources it produced
+
+
+@dataclass(slots=True)
+class Usage:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    files: tuple[Resource, ...] = ()
+    tasks: tuple[TaskRecord, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    request_id: str = ""
+    error: bool = False  # True when the answer is an error message for the user
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    """One task of a plan preview (``/plan``): what would run, on which model, why."""
+
+    id: int
+    task: str
+    dep: tuple[int, ...]
+    args: dict[str, str]
+    model: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPreview:
+    steps: tuple[PlannedStep, ...]
+    usage: Usage = field(default_factory=Usage)
+    note: str = ""  # e.g. "answered directly" or an error for the user
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """A candidate model as shown by ``/models``."""
+
+    id: str
+    task: str
+    downloads: int
+    description: str
+    backend: str | None = None
+
+
+class AgentAPI(Protocol):
+    """What adapters may call.  ``core.agent.Agent`` implements it."""
+
+    async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
+        """Run the four stages for one request; never raises for user-caused or
+        upstream failures (the Reply says what went wrong, ``error=True``)."""
+        ...
+
+    async def plan_only(self, request: Request) -> PlanPreview:
+        """Plan and select models without running anything (``/plan``)."""
+        ...
+
+    async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
+        """Delete a conversation's history (only ``user_id``'s turns when given);
+        returns how many messages were removed."""
+        ...
+
+    def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
+        """Candidates per task (one task when named, by name or alias)."""
+        ...
+
+    async def claim_event(self, source: str, event_id: str) -> bool:
+        """Record a platform event id; False when it was seen before (redelivery)."""
+        ...
+
+    async def read_file(self, resource: Resource) -> bytes:
+        """The bytes of a stored resource (for uploading replies)."""
+        ...

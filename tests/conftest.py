@@ -1,0 +1,12 @@
+"""Shared fixtures: every module in tests/fakes/ is a pytest plugin, so a
+fake server dropped there is available to all tests as a fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+pytest_plugins = sorted(
+    f"tests.fakes.{p.stem}"
+    for p in (Path(__file__).parent / "fakes").glob("*.py")
+    if p.stem != "__init__"
+)
