@@ -8,5 +8,5 @@ from pathlib import Path
 pytest_plugins = sorted(
     f"tests.fakes.{p.stem}"
     for p in (Path(__file__).parent / "fakes").glob("*.py")
-    if p.stem != "__init__"
+    if p.stem != "__init__" and not p.stem.startswith("test_")
 )

@@ -1,0 +1,447 @@
+"""The HuggingGPT agent: planning → model selection → execution → response.
+
+``Agent.handle`` is the one entry point every adapter uses.  It never raises
+for user-caused or upstream failures: a dead LLM, a bad attachment or a
+store that went away all end in a ``Reply`` with ``error=True`` and a
+message fit for the user, plus a log line with the request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from core.catalog import Catalog, ModelInfo
+from core.errors import InputRejected, PlanError, RunFailed, StoreUnavailable
+from core.execution import Executor, TaskOutcome, with_handles
+from core.llm import LLM
+from core.mediatypes import inspect_attachment, sniff
+from core.planning import (
+    PlannedTask,
+    build_planning_messages,
+    check_plan,
+    parse_plan,
+    reask_messages,
+)
+from core.response import fallback_answer, generate_response
+from core.results import Blob, TaskResult
+from core.routing import ExpertRouter
+from core.selection import Selection, select_models
+from core.store.media import MediaStore
+from core.store.repo import History, Repo, TurnRecord, allocate_handle
+from core.tasks import canonical_task
+from core.types import (
+    ConversationKey,
+    ModelChoice,
+    PlannedStep,
+    PlanPreview,
+    Progress,
+    ProgressSink,
+    Reply,
+    Request,
+    Resource,
+    Stage,
+    TaskRecord,
+    TaskState,
+    TaskStatus,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+# Short handles for generated files, named for the task that made them.
+_OUTPUT_NAMES = {
+    "text-to-image": "image",
+    "image-to-image": "edited",
+    "controlnet-sd": "controlnet",
+    "object-detection": "detected",
+    "image-segmentation": "segments",
+    "text-to-video": "video",
+    "text-to-speech": "speech",
+    "audio-to-audio": "audio",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    top_k: int = 5
+    selection: str = "llm"  # "llm" | "downloads"
+    concurrency: int = 4
+    task_timeout: float = 120.0
+    max_tasks: int = 10
+    max_attachment_bytes: int = 25 * 1024 * 1024
+    max_image_pixels: int = 40_000_000
+    history_turns: int = 10
+
+
+@dataclass(slots=True)
+class _Turn:
+    """Mutable state of one request while it runs."""
+
+    request: Request
+    usage: Usage
+    history: History
+    uploads: list[Resource]
+    generated: list[Resource]
+    timings: dict[str, float]
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        llm: LLM,
+        catalog: Catalog,
+        router: ExpertRouter,
+        repo: Repo,
+        media: MediaStore,
+        config: AgentConfig | None = None,
+    ) -> None:
+        self.llm = llm
+        self.catalog = catalog
+        self.router = router
+        self.repo = repo
+        self.media = media
+        self.config = config or AgentConfig()
+        self.executor = Executor(
+            router, concurrency=self.config.concurrency, timeout=self.config.task_timeout
+        )
+        # One turn at a time per conversation, so handles and history stay ordered.
+        self._locks: weakref.WeakValueDictionary[ConversationKey, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    # ------------------------------------------------------------------ API
+    async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
+        emit = _safe_sink(progress, request.request_id)
+        lock = self._locks.setdefault(request.conversation, asyncio.Lock())
+        async with lock:
+            turn = _Turn(request, Usage(), History([], {}), [], [], {})
+            t0 = time.perf_counter()
+            try:
+                reply = await self._run(turn, emit)
+            except (RunFailed, InputRejected, StoreUnavailable) as e:
+                log.warning("request %s failed: %s", request.request_id, e)
+                reply = self._reply(turn, str(e), (), error=True)
+            except Exception:
+                log.exception("request %s crashed", request.request_id)
+                reply = self._reply(
+                    turn,
+                    f"Something went wrong on my side (request {request.request_id}). "
+                    "The details are in the log.",
+                    (),
+                    error=True,
+                )
+            turn.timings["total"] = round(time.perf_counter() - t0, 3)
+            reply = await self._persist(turn, reply)
+            await emit(Progress(Stage.DONE, "done", ()))
+            log.info(
+                "request %s done in %.2fs: %d tasks, %d llm calls, error=%s",
+                request.request_id,
+                turn.timings["total"],
+                len(reply.tasks),
+                reply.usage.llm_calls,
+                reply.error,
+            )
+            return reply
+
+    async def plan_only(self, request: Request) -> PlanPreview:
+        usage = Usage()
+        try:
+            history = await self.repo.load_history(
+                request.conversation, turns=self.config.history_turns
+            )
+            handles = {h: r.kind for h, r in history.resources.items()}
+            for a in request.attachments:
+                kind = inspect_attachment(
+                    a.name,
+                    a.mime,
+                    a.data,
+                    max_bytes=self.config.max_attachment_bytes,
+                    max_pixels=self.config.max_image_pixels,
+                ).kind
+                handles[allocate_handle(set(handles), a.name)] = kind
+            plan = await self._plan(request, history, handles, usage)
+            selections = await self._select(request, plan, usage)
+        except (RunFailed, InputRejected, StoreUnavailable) as e:
+            return PlanPreview((), usage, str(e))
+        steps = tuple(
+            PlannedStep(
+                t.id,
+                t.task,
+                tuple(t.dep),
+                dict(t.args),
+                selections[t.id].model.id if t.id in selections else None,
+                selections[t.id].reason if t.id in selections else None,
+            )
+            for t in plan
+        )
+        note = "" if plan else "No model is needed: I would answer directly."
+        return PlanPreview(steps, usage, note)
+
+    async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
+        return await self.repo.forget(conversation, user_id)
+
+    def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
+        names = [canonical_task(task)] if task else self.catalog.tasks()
+        out: dict[str, list[ModelChoice]] = {}
+        for name in names:
+            if not name:
+                continue
+            out[name] = [
+                ModelChoice(
+                    m.id,
+                    m.task,
+                    m.downloads,
+                    m.description,
+                    ",".join(b.name for b in self.router.backends_for(name, m)) or None,
+                )
+                for m in self.catalog.candidates(name, self.config.top_k)
+            ]
+        return out
+
+    async def claim_event(self, source: str, event_id: str) -> bool:
+        return await self.repo.claim_event(source, event_id)
+
+    async def read_file(self, resource: Resource) -> bytes:
+        return await self.repo.read(resource)
+
+    # ------------------------------------------------------------- stages
+    async def _run(self, turn: _Turn, emit: ProgressSink) -> Reply:
+        req = turn.request
+        await emit(Progress(Stage.PLANNING, "Reading the conversation and planning"))
+        turn.history = await self.repo.load_history(
+            req.conversation, turns=self.config.history_turns
+        )
+        await self._store_uploads(turn)
+
+        t = time.perf_counter()
+        handles = {h: r.kind for h, r in turn.history.resources.items()}
+        handles.update({r.handle: r.kind for r in turn.uploads})
+        plan = await self._plan(req, turn.history, handles, turn.usage)
+        turn.timings["planning"] = round(time.perf_counter() - t, 3)
+        log.info("request %s planned %d tasks", req.request_id, len(plan))
+
+        outcomes: dict[int, TaskOutcome] = {}
+        if plan:
+            await emit(Progress(Stage.SELECTING, f"Choosing models for {len(plan)} task(s)"))
+            t = time.perf_counter()
+            selections = await self._select(req, plan, turn.usage)
+            turn.timings["selection"] = round(time.perf_counter() - t, 3)
+            t = time.perf_counter()
+            outcomes = await self._execute(turn, plan, selections, emit)
+            turn.timings["execution"] = round(time.perf_counter() - t, 3)
+
+        records = tuple(_record(outcomes[t.id], t) for t in plan if t.id in outcomes)
+        await emit(Progress(Stage.ANSWERING, "Writing the answer", _states(outcomes)))
+        t = time.perf_counter()
+        try:
+            text = await generate_response(
+                self.llm,
+                request_text=req.text,
+                chat_log=_chat_log(turn.history),
+                records=records,
+                files=tuple(turn.generated),
+                usage=turn.usage,
+            )
+        except RunFailed as e:
+            log.warning("request %s: response stage failed: %s", req.request_id, e)
+            text = fallback_answer(records, tuple(turn.generated), str(e))
+        turn.timings["response"] = round(time.perf_counter() - t, 3)
+        return self._reply(turn, text, records)
+
+    async def _plan(
+        self, req: Request, history: History, handles: dict[str, str], usage: Usage
+    ) -> list[PlannedTask]:
+        runnable = self.router.runnable_tasks(self.catalog)
+        messages = build_planning_messages(
+            request_text=req.text,
+            chat_log=_chat_log(history),
+            files=sorted(handles.items()),
+            runnable=runnable,
+        )
+        raw = await self.llm.complete(messages, usage=usage)
+        try:
+            return self._checked(raw, handles, runnable)
+        except PlanError as e:
+            log.info("request %s: plan rejected (%s); asking again", req.request_id, e)
+            raw2 = await self.llm.complete(reask_messages(messages, raw, str(e)), usage=usage)
+            try:
+                return self._checked(raw2, handles, runnable)
+            except PlanError as e2:
+                log.warning("request %s: second plan rejected: %s", req.request_id, e2)
+                raise RunFailed(
+                    "I could not turn your request into a workable plan "
+                    f"(the language model's plan was invalid twice: {e2}). "
+                    "Try rephrasing it, or name the files to use."
+                ) from e2
+
+    def _checked(self, raw: str, handles: dict[str, str], runnable: list[str]) -> list[PlannedTask]:
+        plan = parse_plan(raw)
+        check_plan(plan, handles=handles, runnable=runnable, max_tasks=self.config.max_tasks)
+        return plan
+
+    async def _select(
+        self, req: Request, plan: Sequence[PlannedTask], usage: Usage
+    ) -> dict[int, Selection]:
+        candidates = self._candidates(plan)
+        return await select_models(
+            self.llm,
+            plan,
+            candidates,
+            request_text=req.text,
+            usage=usage,
+            mode="downloads" if self.config.selection == "downloads" else "llm",
+        )
+
+    def _candidates(self, plan: Sequence[PlannedTask]) -> dict[int, list[ModelInfo]]:
+        return {
+            t.id: self.router.usable_models(t.task, self.catalog.models(t.task))[
+                : self.config.top_k
+            ]
+            for t in plan
+        }
+
+    async def _execute(
+        self,
+        turn: _Turn,
+        plan: Sequence[PlannedTask],
+        selections: dict[int, Selection],
+        emit: ProgressSink,
+    ) -> dict[int, TaskOutcome]:
+        candidates = self._candidates(plan)
+        ordered: dict[int, list[ModelInfo]] = {}
+        for t in plan:
+            chosen = selections.get(t.id)
+            rest = [m for m in candidates[t.id] if not chosen or m.id != chosen.model.id]
+            ordered[t.id] = ([chosen.model] if chosen else []) + rest
+
+        async def listener(states: tuple[TaskState, ...]) -> None:
+            done = sum(s.status in (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.SKIPPED) for s in states)
+            await emit(Progress(Stage.RUNNING, f"Running tasks ({done}/{len(states)} finished)", states))
+
+        async def load_handle(handle: str) -> Blob:
+            res = turn.history.resources | {r.handle: r for r in turn.uploads}
+            r = res.get(handle)
+            if r is None:
+                raise RunFailed(f"there is no file named {handle} in this conversation")
+            return Blob(r.kind, r.mime, await self.repo.read(r), handle=r.handle)
+
+        async def save_result(o: TaskOutcome) -> TaskResult:
+            assert o.result is not None
+            handles: list[str] = []
+            for blob in o.result.media:
+                res = await self._store_blob(turn, blob, o)
+                handles.append(res.handle)
+            return with_handles(o.result, handles)
+
+        return await self.executor.run(
+            plan,
+            ordered,
+            load_handle=load_handle,
+            listener=listener,
+            reasons={k: v.reason for k, v in selections.items()},
+            save_result=save_result,
+        )
+
+    # -------------------------------------------------------------- files
+    async def _store_uploads(self, turn: _Turn) -> None:
+        taken = set(turn.history.resources)
+        for a in turn.request.attachments:
+            mt = inspect_attachment(
+                a.name,
+                a.mime,
+                a.data,
+                max_bytes=self.config.max_attachment_bytes,
+                max_pixels=self.config.max_image_pixels,
+            )
+            rel, sha = await self.media.put(a.data, mt.ext)
+            handle = allocate_handle(taken, a.name)
+            taken.add(handle)
+            turn.uploads.append(
+                Resource(handle, mt.kind, mt.mime, self.media.path(rel), sha, len(a.data), "upload")
+            )
+
+    async def _store_blob(self, turn: _Turn, blob: Blob, o: TaskOutcome) -> Resource:
+        mt = sniff(blob.data)
+        ext = mt.ext if mt else blob.mime.rsplit("/", 1)[-1]
+        rel, sha = await self.media.put(blob.data, ext)
+        taken = set(turn.history.resources) | {r.handle for r in (*turn.uploads, *turn.generated)}
+        handle = allocate_handle(taken, f"{_OUTPUT_NAMES.get(o.task, blob.kind)}.{ext}")
+        res = Resource(
+            handle, blob.kind, mt.mime if mt else blob.mime, self.media.path(rel), sha,
+            len(blob.data), "generated", o.id,
+        )
+        turn.generated.append(res)
+        return res
+
+    # ------------------------------------------------------------ finishing
+    def _reply(
+        self, turn: _Turn, text: str, records: tuple[TaskRecord, ...], *, error: bool = False
+    ) -> Reply:
+        return Reply(
+            text=text,
+            files=tuple(turn.generated),
+            tasks=records,
+            timings=turn.timings,
+            usage=turn.usage,
+            request_id=turn.request.request_id,
+            error=error,
+        )
+
+    async def _persist(self, turn: _Turn, reply: Reply) -> Reply:
+        try:
+            final = await self.repo.save_turn(TurnRecord(turn.request, tuple(turn.uploads), reply))
+        except StoreUnavailable as e:
+            log.error("request %s: could not save the turn: %s", turn.request.request_id, e)
+            return replace(reply, text=f"{reply.text}\n\n(Note: this turn could not be saved: {e})")
+        generated = tuple(r for r in final if r.source == "generated")
+        return replace(reply, files=generated) if generated else reply
+
+
+def _safe_sink(progress: ProgressSink | None, request_id: str) -> ProgressSink:
+    async def emit(p: Progress) -> None:
+        if progress is None:
+            return
+        try:
+            await progress(p)
+        except Exception:  # rendering progress must never fail the request
+            log.exception("request %s: progress sink failed", request_id)
+
+    return emit
+
+
+def _chat_log(history: History) -> list[tuple[str, str]]:
+    out = []
+    for t in history.turns:
+        text = t.text
+        if t.handles:
+            text += f"\n[files: {', '.join(t.handles)}]"
+        out.append((t.role, text))
+    return out
+
+
+def _states(outcomes: dict[int, TaskOutcome]) -> tuple[TaskState, ...]:
+    return tuple(o.state() for o in outcomes.values())
+
+
+def _record(o: TaskOutcome, t: PlannedTask) -> TaskRecord:
+    files = tuple(b.handle for b in (o.result.media if o.result else ()) if b.handle)
+    return TaskRecord(
+        id=o.id,
+        task=o.task,
+        model=o.model.id if o.model else None,
+        status=o.status,
+        started=o.started,
+        ended=o.ended,
+        error=o.error,
+        args=o.args or dict(t.args),
+        dep=tuple(t.dep),
+        reason=o.reason,
+        result=o.result.summary() if o.result else None,
+        files=files,
+    )

@@ -1,0 +1,94 @@
+"""Which backend serves a task: remote, local or both (JARVIS's inference_mode).
+
+* ``remote`` – hosted inference only.
+* ``local`` – local pipelines only, and only for models whose weights are here.
+* ``hybrid`` – local when the chosen model is available locally, remote
+  otherwise; when one side fails the other is tried.
+
+The planner is shown only the tasks this router can serve, so the LLM never
+plans work the deployment cannot do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.catalog import Catalog, ModelInfo
+from core.experts.base import Expert
+from core.tasks import TASKS
+
+Mode = Literal["remote", "local", "hybrid"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAvailability:
+    task: str
+    backends: tuple[str, ...]
+    models: tuple[str, ...]
+    why_not: str | None = None
+
+
+class ExpertRouter:
+    def __init__(self, mode: Mode, *, remote: Expert | None, local: Expert | None) -> None:
+        self.mode = mode
+        self.remote = remote
+        self.local = local
+
+    def backends_for(self, task: str, model: ModelInfo) -> list[Expert]:
+        """Backends to try for ``model``, in order (the second is the fallback)."""
+        remote_ok = (
+            self.remote is not None
+            and self.mode in ("remote", "hybrid")
+            and self.remote.can_run(task, model)
+        )
+        local_ok = (
+            self.local is not None
+            and self.mode in ("local", "hybrid")
+            and self.local.can_run(task, model)
+        )
+        order: list[Expert] = []
+        if local_ok and self.local is not None:
+            order.append(self.local)
+        if remote_ok and self.remote is not None:
+            order.append(self.remote)
+        return order
+
+    def usable_models(self, task: str, models: list[ModelInfo]) -> list[ModelInfo]:
+        return [m for m in models if self.backends_for(task, m)]
+
+    def availability(self, catalog: Catalog) -> list[TaskAvailability]:
+        """Every task of the table with what will serve it, or why nothing can."""
+        out: list[TaskAvailability] = []
+        for task in TASKS:
+            models = catalog.models(task)
+            if not models:
+                out.append(TaskAvailability(task, (), (), "no model in the catalog"))
+                continue
+            usable = self.usable_models(task, models)
+            if not usable:
+                out.append(TaskAvailability(task, (), (), self._why_not(task)))
+                continue
+            names = sorted({b.name for m in usable for b in self.backends_for(task, m)})
+            out.append(TaskAvailability(task, tuple(names), tuple(m.id for m in usable)))
+        return out
+
+    def runnable_tasks(self, catalog: Catalog) -> list[str]:
+        return [a.task for a in self.availability(catalog) if a.backends]
+
+    def _why_not(self, task: str) -> str:
+        reasons: list[str] = []
+        if self.mode in ("remote", "hybrid"):
+            if self.remote is None or not self.remote.can_run(task):
+                reasons.append("the hosted inference API does not serve this task")
+            else:
+                reasons.append("no catalog model is served remotely")
+        if self.mode in ("local", "hybrid"):
+            local_available = getattr(self.local, "available", None)
+            if self.local is None or (callable(local_available) and not local_available()):
+                reasons.append("local inference is not installed (pip install '.[local]')")
+            elif not self.local.can_run(task):
+                reasons.append("no local pipeline for this task")
+            else:
+                reasons.append("no catalog model has weights under LOCAL_MODELS_DIR")
+        return "; ".join(reasons) or f"INFERENCE_MODE={self.mode} cannot serve it"

@@ -1,0 +1,77 @@
+"""Content-addressed media files under one root directory.
+
+A file lives at ``ab/cd/<sha256>.<ext>``: the same bytes always land on the
+same path, so storing twice costs nothing and two writers cannot disagree.
+Writes go to a temporary file first and are moved into place with
+``os.replace``, so a reader never sees half a file.  Reads take a path
+*relative to the root* and refuse anything that resolves outside it: the
+LLM and users only ever name files by handle, and this is the last line that
+keeps a crafted path from reading ``/etc/passwd``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+_EXT = re.compile(r"[^a-z0-9]")
+
+
+def _clean_ext(ext: str) -> str:
+    cleaned = _EXT.sub("", ext.lower().lstrip("."))[:10]
+    return cleaned or "bin"
+
+
+class MediaStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    async def put(self, data: bytes, ext: str) -> tuple[str, str]:
+        """Store ``data``; return (path relative to the root, sha256 hex)."""
+        return await asyncio.to_thread(self._put, data, ext)
+
+    def _put(self, data: bytes, ext: str) -> tuple[str, str]:
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"{digest[:2]}/{digest[2:4]}/{digest}.{_clean_ext(ext)}"
+        target = self.root / rel
+        if target.is_file() and target.stat().st_size == len(data):
+            return rel, digest  # same name means same bytes: nothing to write
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return rel, digest
+
+    async def read(self, rel_path: str) -> bytes:
+        """The bytes at ``rel_path``; ValueError if it points outside the root."""
+        path = self.path(rel_path)
+        return await asyncio.to_thread(path.read_bytes)
+
+    def path(self, rel: str) -> Path:
+        """The absolute path of ``rel``; ValueError if it resolves outside the root."""
+        if not rel or Path(rel).is_absolute():
+            raise ValueError(f"media path must be relative to the media root: {rel!r}")
+        resolved = (self.root / rel).resolve()
+        if resolved == self.root or not resolved.is_relative_to(self.root):
+            raise ValueError(f"media path escapes the media root: {rel!r}")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        """The storage path of an absolute ``path`` inside the root (ValueError if outside)."""
+        resolved = Path(path).resolve()
+        if resolved == self.root or not resolved.is_relative_to(self.root):
+            raise ValueError(f"{path} is not inside the media root {self.root}")
+        return resolved.relative_to(self.root).as_posix()

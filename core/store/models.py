@@ -1,0 +1,173 @@
+"""The tables, as SQLAlchemy 2 declarative models.
+
+Types are portable across SQLite and PostgreSQL (``sa.JSON``, timezone-aware
+datetimes stored as UTC).  Children are removed by the database itself
+(``ON DELETE CASCADE``; SQLite needs ``PRAGMA foreign_keys=ON``, which
+:class:`core.store.db.Database` sets on every connection).  Relationships are
+``lazy="raise"``: async code must say what it loads, never trip over an
+implicit lazy load.  The schema is created by the alembic migrations in
+``migrations/versions``; keep them in step with this file (a test compares).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Named constraints: alembic's batch mode on SQLite needs names to alter them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL keeps the offset (``timestamptz``); SQLite drops it, so values
+    are normalised to UTC on the way in and tagged UTC on the way out.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps aware UTC datetimes")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: sa.JSON}
+
+
+class Conversation(Base):
+    """A channel or a thread on one platform.  ``thread`` is '' for a channel
+    (not NULL) so the unique key also covers channels."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (sa.UniqueConstraint("platform", "scope", "channel", "thread"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    scope: Mapped[str] = mapped_column(sa.String(255))
+    channel: Mapped[str] = mapped_column(sa.String(255))
+    thread: Mapped[str] = mapped_column(sa.String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    messages: Mapped[list[Message]] = relationship(
+        back_populates="conversation", lazy="raise", passive_deletes=True
+    )
+
+
+class Message(Base):
+    """One side of a turn: the user's request or the assistant's reply
+    (both carry the turn's ``request_id``)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        sa.Index("ix_messages_conversation_id_id", "conversation_id", "id"),
+        sa.Index("ix_messages_conversation_id_request_id", "conversation_id", "request_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    request_id: Mapped[str] = mapped_column(sa.String(64))
+    role: Mapped[str] = mapped_column(sa.String(16))  # user | assistant
+    user_id: Mapped[str | None] = mapped_column(sa.String(255))
+    text: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    conversation: Mapped[Conversation] = relationship(back_populates="messages", lazy="raise")
+    resources: Mapped[list[ResourceRow]] = relationship(
+        back_populates="message", lazy="raise", passive_deletes=True
+    )
+    task_runs: Mapped[list[TaskRun]] = relationship(
+        back_populates="message", lazy="raise", passive_deletes=True
+    )
+
+
+class ResourceRow(Base):
+    """A file a message carried.  Bytes live in the media store at
+    ``storage_path`` (relative to the media root); ``handle`` is the name the
+    user and the LLM use, unique within a conversation."""
+
+    __tablename__ = "resources"
+    __table_args__ = (sa.UniqueConstraint("conversation_id", "handle"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    message_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    handle: Mapped[str] = mapped_column(sa.String(255))
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    mime: Mapped[str] = mapped_column(sa.String(255))
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    storage_path: Mapped[str] = mapped_column(sa.String(512))
+    source: Mapped[str] = mapped_column(sa.String(16))  # upload | generated
+    task_id: Mapped[int | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    message: Mapped[Message] = relationship(back_populates="resources", lazy="raise")
+
+
+class TaskRun(Base):
+    """What one planned task did in a turn (model, timing, outcome)."""
+
+    __tablename__ = "task_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    message_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    request_id: Mapped[str] = mapped_column(sa.String(64))
+    task_index: Mapped[int] = mapped_column()
+    task: Mapped[str] = mapped_column(sa.String(64))
+    model: Mapped[str | None] = mapped_column(sa.String(255))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    started: Mapped[datetime | None] = mapped_column()
+    ended: Mapped[datetime | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column()
+
+    message: Mapped[Message] = relationship(back_populates="task_runs", lazy="raise")
+
+
+class ProcessedEvent(Base):
+    """A platform event id already handled, so redeliveries are dropped even
+    across restarts and replicas."""
+
+    __tablename__ = "processed_events"
+
+    source: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    event_id: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
