@@ -28,7 +28,11 @@ def _csv(value: object) -> object:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        populate_by_name=True,
     )
 
     # --- LLM (any OpenAI-compatible endpoint) ---

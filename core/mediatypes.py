@@ -292,9 +292,9 @@ def _check_image(name: str, found: MediaType, data: bytes, max_pixels: int) -> N
             f"{name} is a {found.ext.upper()} image, which can't be read here; "
             "send it as PNG or JPEG"
         )
+    limit = min(max_pixels, Image.MAX_IMAGE_PIXELS or max_pixels)
     too_big = (
-        f"{name} is too large in pixels (at most {max_pixels:,} are accepted); "
-        "send a smaller image"
+        f"{name} is too large in pixels (at most {limit:,} are accepted); send a smaller image"
     )
     try:
         # Local to this block: Pillow's own bomb warning becomes an error.

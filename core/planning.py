@@ -22,10 +22,10 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from string import Template
 from typing import Any
 
+from core import prompts
 from core.errors import PlanError
 from core.jsonish import MAX_CHARS, JSONishError, find_values
 from core.tasks import AUDIO, IMAGE, MODALITIES, TASKS, TEXT, VIDEO, canonical_task
@@ -45,9 +45,10 @@ _REF_ANY = re.compile(
     re.IGNORECASE,
 )
 _REF = re.compile(r"<resource>-(\d+)")
-_TEXT_KEYS = frozenset(
-    ["question", "context", "prompt", "query", "sentence", "input", "inputs", "content", "instruction", "description", "caption", "message"]
-)
+_TEXT_KEYS = frozenset((
+    "question", "context", "prompt", "query", "sentence", "input", "inputs", "content",
+    "instruction", "description", "caption", "message",
+))  # fmt: skip
 _MEDIA_KEYS = {
     "img": IMAGE, "picture": IMAGE, "photo": IMAGE, "image_url": IMAGE, "image_path": IMAGE,
     "sound": AUDIO, "speech": AUDIO, "audio_url": AUDIO, "audio_path": AUDIO,
@@ -84,10 +85,15 @@ def parse_plan(text: str) -> list[PlannedTask]:
     if not problems:
         _check_graph(tasks, problems)
     if problems:
-        if any(" has unknown task " in p for p in problems):
-            problems.append(f"the known tasks are: {', '.join(TASKS)}")
-        raise PlanError(_join(problems))
+        hint = ""
+        if any(isinstance(i, dict) and not _known(i.get("task")) for i in items):
+            hint = f" The known tasks are: {', '.join(TASKS)}."
+        raise PlanError(_join(problems, hint))
     return tasks
+
+
+def _known(name: Any) -> bool:
+    return isinstance(name, str) and canonical_task(name) is not None
 
 
 def _task_items(text: str) -> list[Any]:
@@ -274,11 +280,11 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _join(problems: list[str]) -> str:
+def _join(problems: list[str], hint: str = "") -> str:
     head = problems[:_MAX_PROBLEMS]
     more = len(problems) - len(head)
     tail = f" (and {more} more problems)" if more > 0 else ""
-    return "The plan is invalid: " + "; ".join(head) + tail + ". " + _FIX
+    return "The plan is invalid: " + "; ".join(head) + tail + "." + hint + " " + _FIX
 
 
 # ------------------------------------------------------------------ validation
@@ -355,22 +361,16 @@ def _check_media(
 # --------------------------------------------------------------------- prompts
 
 CHAT_LOG_BUDGET = 4000  # characters of earlier turns shown to the planner
-_TURN_LIMIT = 1200
-
-
-@cache
-def _template(name: str) -> str:
-    return resources.files("core.prompts").joinpath(name).read_text(encoding="utf-8")
 
 
 @cache
 def _demos() -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = json.loads(_template("planning_demos.json"))
+    data: list[dict[str, Any]] = json.loads(prompts.load("planning_demos.json"))
     return data
 
 
 def task_spec(runnable: Collection[str]) -> str:
-    """One line per runnable task: name, args, output, what it does."""
+    """One line per runnable task: name, inputs, output, what it does."""
     lines = []
     for spec in TASKS.values():
         if spec.name not in runnable:
@@ -380,38 +380,15 @@ def task_spec(runnable: Collection[str]) -> str:
     return "\n".join(lines) or "- (none: answer [] to every request)"
 
 
-def quote(text: str) -> str:
-    """User text with our delimiter tags defused, so it cannot close them."""
-    return re.sub(
-        r"<(/?\s*(?:request|chat_log|results|files)\s*)>", r"‹\1›", text, flags=re.IGNORECASE
-    )
-
-
-def render_chat_log(chat_log: Sequence[tuple[str, str]], budget: int = CHAT_LOG_BUDGET) -> str:
-    """Recent turns, oldest first, newest kept within ``budget`` characters."""
-    kept: list[str] = []
-    used = 0
-    for role, text in reversed(chat_log):
-        text = " ".join(text.split())
-        if len(text) > _TURN_LIMIT:
-            text = text[:_TURN_LIMIT] + "…(trimmed)"
-        line = f"{role}: {quote(text)}"
-        if used + len(line) > budget:
-            break
-        kept.append(line)
-        used += len(line) + 1
-    return "\n".join(reversed(kept))
-
-
 def _user_message(
     request_text: str, chat_log: Sequence[tuple[str, str]], files: Sequence[tuple[str, str]]
 ) -> str:
     listed = ", ".join(f"{h} ({k})" for h, k in files) or "none"
     parts = [f"Files in this conversation: {listed}"]
-    log = render_chat_log(chat_log)
+    log = prompts.render_chat_log(chat_log, CHAT_LOG_BUDGET)
     if log:
         parts.append(f"Earlier turns, oldest first:\n<chat_log>\n{log}\n</chat_log>")
-    parts.append(f"The request:\n<request>\n{quote(request_text.strip())}\n</request>")
+    parts.append(f"The request:\n<request>\n{prompts.quote(request_text.strip())}\n</request>")
     parts.append("Answer with the JSON task list only.")
     return "\n\n".join(parts)
 
@@ -425,7 +402,7 @@ def build_planning_messages(
 ) -> list[dict[str, str]]:
     """System prompt, demonstrations (only those using runnable tasks), the request."""
     runnable_set = {canonical_task(r) or r for r in runnable}
-    system = Template(_template("planning_system.md")).substitute(tasks=task_spec(runnable_set))
+    system = Template(prompts.load("planning_system.md")).substitute(tasks=task_spec(runnable_set))
     messages = [{"role": "system", "content": system}]
     for demo in _demos():
         if not all(t["task"] in runnable_set for t in demo["plan"]):
@@ -445,7 +422,7 @@ def reask_messages(
     messages: Sequence[dict[str, str]], bad_output: str, error: str
 ) -> list[dict[str, str]]:
     """The conversation again, plus the rejected answer and what was wrong with it."""
-    shown = bad_output if len(bad_output) <= 4000 else bad_output[:4000] + "…(trimmed)"
+    shown = prompts.trim(bad_output, 4000)
     return [
         *messages,
         {"role": "assistant", "content": shown},

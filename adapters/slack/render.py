@@ -91,7 +91,7 @@ def _inline(text: str) -> str:
 
     text = _INLINE_CODE.sub(lambda m: keep(f"`{escape(m.group(2))}`"), text)
     text = _LINK.sub(lambda m: keep(_link(m["url"], m["text"])), text)
-    text = _AUTOLINK.sub(lambda m: keep(f"<{m['url']}>"), text)
+    text = _AUTOLINK.sub(lambda m: keep(f"<{_url(m['url'])}>"), text)
     text = escape(text)
     for pattern in _BOLD:
         text = pattern.sub(lambda m: f"{_BOLD_MARK}{m.group(1)}{_BOLD_MARK}", text)
@@ -103,10 +103,14 @@ def _inline(text: str) -> str:
 
 def _link(url: str, label: str) -> str:
     label = re.sub(r"[*_`~]", "", label).replace("|", "/").strip()
-    url = url.replace(">", "%3E").replace("|", "%7C")
     if not label or label == url:
-        return f"<{url}>"
-    return f"<{url}|{escape(label)}>"
+        return f"<{_url(url)}>"
+    return f"<{_url(url)}|{escape(label)}>"
+
+
+def _url(url: str) -> str:
+    """A URL inside ``<…>``: entities for ``&``, percent-escapes for the rest."""
+    return url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
 
 
 def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:

@@ -21,6 +21,7 @@ import numpy as np
 import soundfile as sf
 from PIL import Image, ImageDraw, ImageFont, ImageOps, UnidentifiedImageError
 
+from core.mediatypes import sniff
 from core.results import Box, Segment
 
 # Distinct, readable colours; further labels get colours derived from a hash.
@@ -62,7 +63,13 @@ def _open(data: bytes) -> Image.Image:
     try:
         im = Image.open(io.BytesIO(data))
         im.load()
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        Image.DecompressionBombError,
+    ) as exc:
         raise ValueError(f"not a readable image: {exc}") from exc
     # Pipelines apply the EXIF orientation too, so coordinates line up.
     return ImageOps.exif_transpose(im)
@@ -157,7 +164,7 @@ def _with_legend(im: Image.Image, colours: dict[str, tuple[int, int, int]]) -> I
     w, h = im.size
     font = _font(max(10, min(max(w, 200), 1200) // 45))
     probe = ImageDraw.Draw(im)
-    line = probe.textbbox((0, 0), "Ag", font=font)[3] + 6
+    line = int(probe.textbbox((0, 0), "Ag", font=font)[3]) + 6
     pad, swatch = 6, line - 6
     x, y, spots = pad, pad, []
     for label in colours:
@@ -221,15 +228,15 @@ def fit_image(data: bytes, max_bytes: int, *, max_side: int | None = None) -> tu
     size and tries again.  Raises ValueError when even a tiny image won't fit.
     """
     im = _open(data)
-    fmt = (im.format or "").upper()
-    source_mime = Image.MIME.get(fmt, "application/octet-stream")
+    source = sniff(data)
+    source_mime = source.mime if source is not None else "application/octet-stream"
     if len(data) <= max_bytes and (max_side is None or max(im.size) <= max_side):
         return data, source_mime
     alpha = im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
     im = im.convert("RGBA" if alpha else "RGB")
     if max_side is not None and max(im.size) > max_side:
         im.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-        if fmt == "PNG":  # a lossless graphic may fit once it is smaller
+        if source_mime == "image/png":  # a lossless graphic may fit once it is smaller
             out = _encode(im, "PNG", None)
             if len(out) <= max_bytes:
                 return out, "image/png"
@@ -263,9 +270,7 @@ def _lowpass(x: np.ndarray, cutoff: float, taps: int = 63) -> np.ndarray:
     n = np.arange(taps) - (taps - 1) / 2
     kernel = 2 * cutoff * np.sinc(2 * cutoff * n) * np.hanning(taps)
     kernel = (kernel / kernel.sum()).astype(np.float32)
-    return np.stack(
-        [np.convolve(x[:, c], kernel, mode="same") for c in range(x.shape[1])], axis=1
-    )
+    return np.stack([np.convolve(x[:, c], kernel, mode="same") for c in range(x.shape[1])], axis=1)
 
 
 def resample(x: np.ndarray, sr: int, target_sr: int) -> np.ndarray:
@@ -297,7 +302,7 @@ def _read_soundfile(data: bytes, max_seconds: float) -> tuple[np.ndarray, int] |
 def _read_av(data: bytes, max_seconds: float) -> tuple[np.ndarray, int]:
     chunks: list[np.ndarray] = []
     try:
-        with av.open(io.BytesIO(data)) as container:
+        with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
                 raise ValueError("the file has no audio stream")
             stream = container.streams.audio[0]
@@ -373,11 +378,11 @@ def audio_duration(data: bytes) -> float:
     try:
         info = sf.info(io.BytesIO(data))
         if info.frames > 0 and info.samplerate > 0:
-            return info.frames / info.samplerate
+            return float(info.frames / info.samplerate)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError):
         pass
     try:
-        with av.open(io.BytesIO(data)) as container:
+        with av.open(io.BytesIO(data), mode="r") as container:
             if container.duration:
                 return container.duration / av.time_base
     except av.FFmpegError as exc:
@@ -427,20 +432,22 @@ def encode_video(frames: Sequence[np.ndarray | Image.Image], fps: int = 8) -> by
         with av.open(path, mode="w", format="mp4", options={"movflags": "+faststart"}) as out:
             codec = _video_codec()
             stream = out.add_stream(codec, rate=Fraction(fps))
+            assert isinstance(stream, av.VideoStream)
             stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
             if codec == "libx264":
                 stream.options = {"crf": "23", "preset": "veryfast"}
             for im in images:
                 if im.size != (w, h):
                     im = im.resize((w, h), Image.Resampling.BILINEAR)
-                out.mux(stream.encode(av.VideoFrame.from_image(im)))
+                frame = av.VideoFrame.from_ndarray(np.asarray(im), format="rgb24")
+                out.mux(stream.encode(frame))
             out.mux(stream.encode(None))
         with open(path, "rb") as f:
             return f.read()
 
 
 def _to_rgb_array(frame: av.VideoFrame, size: int | None) -> np.ndarray:
-    im = frame.to_image()
+    im = Image.fromarray(frame.to_ndarray(format="rgb24"))
     if size is not None:
         # Shorter side to `size`, centre crop: what video classifiers expect.
         im = ImageOps.fit(im, (size, size), Image.Resampling.BILINEAR)
@@ -464,7 +471,7 @@ def decode_video_frames(
     if num_frames < 1:
         raise ValueError("num_frames must be at least 1")
     try:
-        with av.open(io.BytesIO(data)) as container:
+        with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.video:
                 raise ValueError("the file has no video stream")
             stream = container.streams.video[0]

@@ -1,0 +1,44 @@
+"""The Discord adapter: slash commands, mentions and DMs over ``AgentAPI``.
+
+Entry points for the composition root:
+
+* :func:`run_discord` — connect and serve until cancelled.
+* :func:`sync_commands` — register the commands globally (``python -m bot discord sync``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from adapters.discord.client import DiscordBot, invite_url
+from adapters.discord.config import DiscordConfig
+from core.types import AgentAPI
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DiscordBot", "DiscordConfig", "invite_url", "run_discord", "sync_commands"]
+
+
+async def run_discord(agent: AgentAPI, settings: Settings) -> None:
+    """Serve Discord until cancelled (the client is closed on the way out)."""
+    config = DiscordConfig.from_settings(settings)
+    token = config.require_token()
+    async with DiscordBot(agent, config) as client:
+        await client.start(token)
+
+
+async def sync_commands(settings: Settings) -> None:
+    """Register the slash commands globally (they may take up to an hour to
+    appear everywhere; use DISCORD_DEV_GUILD_IDS for instant per-guild sync)."""
+    config = DiscordConfig.from_settings(settings)
+    token = config.require_token()
+    async with DiscordBot(None, config, sync_dev_guilds=False) as client:
+        await client.login(token)
+        synced = await client.tree.sync()
+        names = ", ".join(f"/{c.name}" for c in synced)
+        log.info("synced %d global commands: %s", len(synced), names)
+        print(f"Synced {len(synced)} global commands: {names}", flush=True)

@@ -1,0 +1,488 @@
+"""Hosted inference: run one task on one Hugging Face model over HTTP.
+
+The expert drives ``huggingface_hub.AsyncInferenceClient`` with a full URL as
+``model=`` for every call, so the client never contacts the Hub to look a
+model up (a blocking call, and one that fails offline).  The URL is the
+model's own ``endpoint`` when the catalog gives one, else
+``{HF_INFERENCE_URL}/models/{id}``, else the hosted hf-inference route
+(``https://router.huggingface.co/hf-inference/models/{id}``) — the same URL the
+client builds itself for ``provider="hf-inference"``.
+
+Whatever goes wrong becomes :class:`core.errors.TaskFailed` with a short
+message naming the model and the HTTP status, chosen by exception type and
+status code (never by message text, and never with the token in it).
+
+One exception to "the client does it all": the installed client refuses
+``text_to_video`` for hf-inference URLs (only third-party providers have it),
+so that one task is POSTed as ``{"inputs": prompt, "parameters": {}}`` — the
+hf-inference convention the client uses for text-to-image — through
+``huggingface_hub``'s own session, headers and error mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from huggingface_hub import AsyncInferenceClient, constants
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import build_hf_headers, get_async_session, hf_raise_for_status
+from PIL import Image
+
+from core.catalog import ModelInfo
+from core.errors import TaskFailed
+from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
+
+log = logging.getLogger(__name__)
+
+HOSTED_BASE = constants.INFERENCE_PROXY_TEMPLATE.format(provider="hf-inference")
+
+# What a response that is not JSON of the expected shape (or an image Pillow
+# cannot open) raises inside the client or in our normalisation.
+_BAD_RESPONSE = (ValueError, TypeError, KeyError, IndexError, AttributeError, OSError)
+_UNREACHABLE = (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError)
+
+
+def sniff_mime(data: bytes, fallback: str = "application/octet-stream") -> str:
+    """The media type of ``data`` from its magic bytes (servers' headers lie)."""
+    head = data[:16]
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "audio/wav"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head.startswith(b"GIF8"):
+        return "image/gif"
+    if head.startswith(b"fLaC"):
+        return "audio/flac"
+    if head.startswith(b"OggS"):
+        return "audio/ogg"
+    if head.startswith(b"ID3") or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
+        return "audio/mpeg"
+    if head[4:8] == b"ftyp":
+        return "video/mp4"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return "video/webm"
+    return fallback
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One task call: what a handler needs, with checks that name the task."""
+
+    client: AsyncInferenceClient
+    url: str
+    model_id: str
+    task: str
+    inputs: TaskInputs
+    post_json: Callable[[str, dict[str, Any]], Awaitable[bytes]]
+
+    def text(self) -> str:
+        if not self.inputs.text or not self.inputs.text.strip():
+            raise TaskFailed(f"{self.task} needs a text", retryable=False)
+        return self.inputs.text.strip()
+
+    def image(self) -> bytes:
+        if self.inputs.image is None:
+            raise TaskFailed(f"{self.task} needs an image", retryable=False)
+        return self.inputs.image.data
+
+    def audio(self) -> bytes:
+        if self.inputs.audio is None:
+            raise TaskFailed(f"{self.task} needs an audio file", retryable=False)
+        return self.inputs.audio.data
+
+
+Handler = Callable[[_Call], Awaitable[TaskResult]]
+
+
+class RemoteExpert:
+    """Runs tasks on the hosted inference API (or a compatible server)."""
+
+    name = "remote"
+
+    def __init__(self, *, token: str | None, base_url: str | None, timeout: float = 120.0) -> None:
+        self._base_url = base_url.rstrip("/") if base_url else None
+        self._timeout = timeout
+        self._token = token or None
+        self._client = AsyncInferenceClient(token=self._token, timeout=timeout)
+        self._session: httpx2.AsyncClient | None = None  # only for _post_json
+
+    def can_run(self, task: str, model: ModelInfo | None = None) -> bool:
+        return task in _HANDLERS
+
+    def url_for(self, model: ModelInfo) -> str:
+        if model.endpoint:
+            return model.endpoint
+        return f"{self._base_url or HOSTED_BASE}/models/{model.id}"
+
+    async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult:
+        handler = _HANDLERS.get(task)
+        if handler is None:
+            raise TaskFailed(f"{task} cannot run on the hosted inference API", retryable=False)
+        call = _Call(self._client, self.url_for(model), model.id, task, inputs, self._post_json)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await handler(call)
+        except TaskFailed:
+            raise
+        except HfHubHTTPError as e:
+            status = getattr(getattr(e, "response", None), "status_code", None)
+            raise TaskFailed(_http_message(model.id, status)) from e
+        except (TimeoutError, httpx2.TimeoutException) as e:  # incl. InferenceTimeoutError
+            raise TaskFailed(f"model {model.id} timed out after {self._timeout:g} s") from e
+        except _UNREACHABLE as e:
+            raise TaskFailed(
+                f"could not reach the inference server for model {model.id} ({type(e).__name__})"
+            ) from e
+        except (*_BAD_RESPONSE, Image.DecompressionBombError) as e:
+            raise TaskFailed(
+                f"model {model.id} returned a response that could not be read ({type(e).__name__})"
+            ) from e
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        if self._session is not None:
+            await self._session.aclose()
+            self._session = None
+
+    async def _post_json(self, url: str, payload: dict[str, Any]) -> bytes:
+        """POST JSON for a task the client has no hf-inference route for."""
+        if self._session is None:
+            self._session = get_async_session()
+        headers = build_hf_headers(token=self._token)
+        response = await self._session.post(
+            url, json=payload, headers=headers, timeout=self._timeout
+        )
+        hf_raise_for_status(response)
+        return response.content
+
+
+def _http_message(model_id: str, status: int | None) -> str:
+    if status == 503:
+        return f"model {model_id} is loading or unavailable (HTTP 503)"
+    if status == 429:
+        return f"model {model_id} is rate limited (HTTP 429)"
+    if status in (401, 403):
+        return f"model {model_id} refused the credentials (HTTP {status}); check HF_TOKEN"
+    if status == 404:
+        return f"model {model_id} was not found on the inference server (HTTP 404)"
+    if status in (400, 413, 422):
+        return f"model {model_id} rejected the input (HTTP {status})"
+    if status is not None and status >= 500:
+        return f"model {model_id} failed on the server (HTTP {status})"
+    return f"model {model_id} call failed (HTTP {status})"
+
+
+def _as_list(out: Any) -> list[Any]:
+    """Flatten the client's outputs, which are one element, a list, or a list of lists."""
+    if not isinstance(out, list):
+        return [out]
+    if out and isinstance(out[0], list):
+        return [x for sub in out for x in sub]
+    return out
+
+
+def _labels(out: Any) -> tuple[Label, ...]:
+    items = [Label(str(e.label), float(e.score)) for e in _as_list(out)]
+    return tuple(sorted(items, key=lambda x: -x.score))
+
+
+def _answers(out: Any) -> tuple[Answer, ...]:
+    items = [
+        Answer(str(e.answer), None if e.score is None else float(e.score))
+        for e in _as_list(out)
+        if e.answer is not None
+    ]
+    return tuple(sorted(items, key=lambda a: -(a.score or 0.0)))
+
+
+def _encode_image(img: Image.Image) -> tuple[bytes, str]:
+    """Bytes of a decoded image, in its own format when that is a web format."""
+    fmt = img.format if img.format in ("PNG", "JPEG", "WEBP", "GIF") else "PNG"
+    if fmt == "JPEG" and img.mode not in ("RGB", "L"):
+        img = img.convert("RGB")
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    return buf.getvalue(), Image.MIME[fmt]
+
+
+async def _image_blob(img: Image.Image) -> Blob:
+    data, mime = await asyncio.to_thread(_encode_image, img)
+    return Blob("image", mime, data)
+
+
+def _media_blob(kind: str, data: Any, fallback: str) -> Blob:
+    if not isinstance(data, bytes) or not data:
+        raise ValueError(f"expected {kind} bytes")
+    return Blob(kind, sniff_mime(data, fallback), data)
+
+
+# --- text arguments ------------------------------------------------------
+
+_QA_Q_FIRST = re.compile(r"^\s*question\s*:\s*(?P<q>.+?)\s+context\s*:\s*(?P<c>.+)$", re.I | re.S)
+_QA_C_FIRST = re.compile(r"^\s*context\s*:\s*(?P<c>.+?)\s+question\s*:\s*(?P<q>.+)$", re.I | re.S)
+
+
+def split_question(text: str) -> tuple[str, str]:
+    """(question, context) from "question: … context: …", "question\\ncontext"
+    or "Question? Context…"."""
+    m = _QA_Q_FIRST.match(text) or _QA_C_FIRST.match(text)
+    if m:
+        question, context = m["q"], m["c"]
+    elif "\n" in text.strip():
+        question, _, context = text.strip().partition("\n")
+    elif "?" in text:
+        question, _, context = text.partition("?")
+        question += "?"
+    else:
+        question, context = text, ""
+    question, context = question.strip(), context.strip()
+    if not question or not context:
+        raise TaskFailed(
+            "question-answering needs a question and a context ('question\\ncontext')",
+            retryable=False,
+        )
+    return question, context
+
+
+def csv_table(text: str) -> dict[str, list[str]]:
+    """A CSV text (header row first; comma, semicolon or tab) as the column
+    dict the tabular API takes."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    delimiter = next((d for d in (",", ";", "\t") if d in first), ",")
+    rows = [
+        [cell.strip() for cell in row]
+        for row in csv.reader(io.StringIO(text.strip()), delimiter=delimiter)
+        if any(cell.strip() for cell in row)
+    ]
+    if len(rows) < 2 or any(len(r) != len(rows[0]) for r in rows):
+        raise TaskFailed(
+            "tabular-classification needs a CSV table: a header row and rows of the same width",
+            retryable=False,
+        )
+    return {name: [r[i] for r in rows[1:]] for i, name in enumerate(rows[0])}
+
+
+# Language name → (ISO 639-1 for M2M100, NLLB code, mBART-50 code).
+_LANGS: dict[str, tuple[str, str, str]] = {
+    "english": ("en", "eng_Latn", "en_XX"),
+    "french": ("fr", "fra_Latn", "fr_XX"),
+    "german": ("de", "deu_Latn", "de_DE"),
+    "spanish": ("es", "spa_Latn", "es_XX"),
+    "italian": ("it", "ita_Latn", "it_IT"),
+    "portuguese": ("pt", "por_Latn", "pt_XX"),
+    "dutch": ("nl", "nld_Latn", "nl_XX"),
+    "russian": ("ru", "rus_Cyrl", "ru_RU"),
+    "chinese": ("zh", "zho_Hans", "zh_CN"),
+    "japanese": ("ja", "jpn_Jpan", "ja_XX"),
+    "korean": ("ko", "kor_Hang", "ko_KR"),
+    "arabic": ("ar", "arb_Arab", "ar_AR"),
+    "hindi": ("hi", "hin_Deva", "hi_IN"),
+}
+_INSTRUCTION = re.compile(r"^\s*translate\b(?P<instr>[^:\n]*)[:\n]\s*(?P<body>.+)$", re.I | re.S)
+_INLINE = re.compile(
+    r"^\s*translate\s+(?P<body>.+?)\s+(?P<instr>(?:from\s+\w+\s+)?(?:to|into)\s+\w+)\s*[.!]?\s*$",
+    re.I | re.S,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TranslationRequest:
+    text: str
+    src: str | None = None  # language names, lower case
+    tgt: str | None = None
+
+
+def parse_translation(text: str) -> TranslationRequest:
+    """Strip a leading "Translate (from X) to Y:" instruction and keep the languages."""
+    m = _INSTRUCTION.match(text) or _INLINE.match(text)
+    if not m:
+        return TranslationRequest(text.strip())
+    instr, body = m["instr"], m["body"].strip().strip("\"'“”")
+    src = re.search(r"\bfrom\s+(\w+)", instr, re.I)
+    tgt = re.search(r"\b(?:to|into)\s+(\w+)", instr, re.I)
+    return TranslationRequest(
+        body or text.strip(),
+        src[1].lower() if src else None,
+        tgt[1].lower() if tgt else None,
+    )
+
+
+async def _translation(c: _Call) -> TaskResult:
+    req = parse_translation(c.text())
+    model = c.model_id.lower()
+    text, src_lang, tgt_lang = req.text, None, None
+    src, tgt = req.src or "english", req.tgt
+    if tgt in _LANGS and src in _LANGS:
+        if re.search(r"(^|/)(flan-)?t5", model):
+            # T5 reads the task from a prefix: "translate English to German: …".
+            text = f"translate {src.title()} to {tgt.title()}: {req.text}"
+        else:
+            # Many-to-many models need both codes, each family in its own spelling.
+            column = next(
+                (i for i, k in enumerate(("m2m100", "nllb", "mbart")) if k in model), None
+            )
+            if column is not None:
+                src_lang, tgt_lang = _LANGS[src][column], _LANGS[tgt][column]
+    out = await c.client.translation(text, model=c.url, src_lang=src_lang, tgt_lang=tgt_lang)
+    return TaskResult(text=str(out.translation_text))
+
+
+# --- handlers ------------------------------------------------------------
+
+
+async def _text_classification(c: _Call) -> TaskResult:
+    return TaskResult(labels=_labels(await c.client.text_classification(c.text(), model=c.url)))
+
+
+async def _token_classification(c: _Call) -> TaskResult:
+    out = await c.client.token_classification(c.text(), model=c.url)
+    entities = tuple(
+        Entity(
+            str(e.word).strip(),
+            str(e.entity_group or e.entity or ""),
+            float(e.score),
+            e.start,
+            e.end,
+        )
+        for e in _as_list(out)
+    )
+    return TaskResult(entities=entities)
+
+
+async def _text2text(c: _Call) -> TaskResult:
+    return TaskResult(text=str(await c.client.text_generation(c.text(), model=c.url)))
+
+
+async def _text_generation(c: _Call) -> TaskResult:
+    # Only the continuation: the hosted pipeline echoes the prompt by default.
+    out = await c.client.text_generation(c.text(), model=c.url, return_full_text=False)
+    return TaskResult(text=str(out))
+
+
+async def _summarization(c: _Call) -> TaskResult:
+    out = await c.client.summarization(c.text(), model=c.url)
+    return TaskResult(text=str(out.summary_text))
+
+
+async def _question_answering(c: _Call) -> TaskResult:
+    question, context = split_question(c.text())
+    out = await c.client.question_answering(question=question, context=context, model=c.url)
+    return TaskResult(answers=_answers(out))
+
+
+async def _tabular_classification(c: _Call) -> TaskResult:
+    out = await c.client.tabular_classification(csv_table(c.text()), model=c.url)
+    predictions = [str(p) for p in _as_list(out)]
+    return TaskResult(text=", ".join(predictions), extra={"predictions": predictions})
+
+
+async def _image_to_text(c: _Call) -> TaskResult:
+    out = await c.client.image_to_text(c.image(), model=c.url)
+    return TaskResult(text=str(out.generated_text))
+
+
+async def _text_to_image(c: _Call) -> TaskResult:
+    img = await c.client.text_to_image(c.text(), model=c.url)
+    return TaskResult(media=(await _image_blob(img),))
+
+
+async def _visual_question_answering(c: _Call) -> TaskResult:
+    out = await c.client.visual_question_answering(c.image(), c.text(), model=c.url)
+    return TaskResult(answers=_answers(out))
+
+
+async def _document_question_answering(c: _Call) -> TaskResult:
+    out = await c.client.document_question_answering(c.image(), c.text(), model=c.url)
+    return TaskResult(answers=_answers(out))
+
+
+async def _image_segmentation(c: _Call) -> TaskResult:
+    out = await c.client.image_segmentation(c.image(), model=c.url)
+    segments = []
+    for e in _as_list(out):
+        mask, _ = await asyncio.to_thread(_encode_image, e.mask)
+        segments.append(Segment(str(e.label), None if e.score is None else float(e.score), mask))
+    return TaskResult(segments=tuple(segments))
+
+
+async def _image_classification(c: _Call) -> TaskResult:
+    return TaskResult(labels=_labels(await c.client.image_classification(c.image(), model=c.url)))
+
+
+async def _image_to_image(c: _Call) -> TaskResult:
+    prompt = c.inputs.text.strip() if c.inputs.text and c.inputs.text.strip() else None
+    img = await c.client.image_to_image(c.image(), prompt, model=c.url)
+    return TaskResult(media=(await _image_blob(img),))
+
+
+async def _object_detection(c: _Call) -> TaskResult:
+    out = await c.client.object_detection(c.image(), model=c.url)
+    boxes = tuple(
+        Box(str(e.label), float(e.score), e.box.xmin, e.box.ymin, e.box.xmax, e.box.ymax)
+        for e in _as_list(out)
+    )
+    return TaskResult(boxes=tuple(sorted(boxes, key=lambda b: -b.score)))
+
+
+async def _text_to_video(c: _Call) -> TaskResult:
+    data = await c.post_json(c.url, {"inputs": c.text(), "parameters": {}})
+    return TaskResult(media=(_media_blob("video", data, "video/mp4"),))
+
+
+async def _text_to_speech(c: _Call) -> TaskResult:
+    data = await c.client.text_to_speech(c.text(), model=c.url)
+    return TaskResult(media=(_media_blob("audio", data, "audio/flac"),))
+
+
+async def _audio_classification(c: _Call) -> TaskResult:
+    return TaskResult(labels=_labels(await c.client.audio_classification(c.audio(), model=c.url)))
+
+
+async def _speech_recognition(c: _Call) -> TaskResult:
+    out = await c.client.automatic_speech_recognition(c.audio(), model=c.url)
+    return TaskResult(text=str(out.text).strip())
+
+
+async def _audio_to_audio(c: _Call) -> TaskResult:
+    out = _as_list(await c.client.audio_to_audio(c.audio(), model=c.url))
+    media = tuple(_media_blob("audio", e.blob, e.content_type or "audio/flac") for e in out)
+    return TaskResult(media=media, extra={"audio_labels": [str(e.label) for e in out]})
+
+
+_HANDLERS: dict[str, Handler] = {
+    "text-classification": _text_classification,
+    "token-classification": _token_classification,
+    "text2text-generation": _text2text,
+    "summarization": _summarization,
+    "translation": _translation,
+    "question-answering": _question_answering,
+    "conversational": _text_generation,
+    "text-generation": _text_generation,
+    "tabular-classification": _tabular_classification,
+    "image-to-text": _image_to_text,
+    "text-to-image": _text_to_image,
+    "visual-question-answering": _visual_question_answering,
+    "image-segmentation": _image_segmentation,
+    "document-question-answering": _document_question_answering,
+    "image-classification": _image_classification,
+    "image-to-image": _image_to_image,
+    "object-detection": _object_detection,
+    "text-to-video": _text_to_video,
+    "text-to-speech": _text_to_speech,
+    "audio-classification": _audio_classification,
+    "automatic-speech-recognition": _speech_recognition,
+    "audio-to-audio": _audio_to_audio,
+}
+REMOTE_TASKS = frozenset(_HANDLERS)

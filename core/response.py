@@ -1,0 +1,182 @@
+"""Stage 4, response generation: the answer the user reads.
+
+The LLM gets the request, every task's record (inputs, model and why, status,
+error, result) as JSON, and the generated files by handle, and is told to
+answer the request first, then describe the workflow and any failure.  Long
+results are trimmed so one chatty model cannot blow the context window.
+When the LLM call itself fails, :func:`fallback_answer` builds a plain answer
+from the same records, so the user still gets the results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from core import prompts
+from core.llm import LLM
+from core.types import Resource, TaskRecord, TaskStatus, Usage
+
+CHAT_LOG_BUDGET = 2000
+ARG_CHARS = 500
+MAX_LIST_ITEMS = 20
+_LINE_CHARS = 300  # a result in the fallback answer
+
+
+def _trim_value(value: Any, limit: int) -> Any:
+    """``value`` with long strings cut and long lists shortened, JSON-able."""
+    if isinstance(value, str):
+        return prompts.trim(value, limit)
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, dict):
+        return {str(k): _trim_value(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        out = [_trim_value(v, limit) for v in value[:MAX_LIST_ITEMS]]
+        if len(value) > MAX_LIST_ITEMS:
+            out.append(f"…({len(value) - MAX_LIST_ITEMS} more)")
+        return out
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return prompts.trim(str(value), limit)
+
+
+def _trim_result(result: dict[str, Any], limit: int) -> Any:
+    """The result, trimmed; if still longer than ``limit`` as JSON, its JSON cut."""
+    trimmed = _trim_value(result, limit)
+    text = json.dumps(trimmed, ensure_ascii=False)
+    return trimmed if len(text) <= limit else prompts.trim(text, limit)
+
+
+def record_json(record: TaskRecord, max_result_chars: int) -> dict[str, Any]:
+    """One task record as the response prompt shows it (empty fields left out)."""
+    out: dict[str, Any] = {
+        "id": record.id,
+        "task": record.task,
+        "dep": list(record.dep),
+        "args": {k: prompts.trim(v, ARG_CHARS) for k, v in record.args.items()},
+        "model": record.model,
+        "reason": record.reason,
+        "status": str(record.status),
+        "error": record.error,
+        "result": None if record.result is None else _trim_result(record.result, max_result_chars),
+        "files": list(record.files),
+    }
+    return {k: v for k, v in out.items() if v not in (None, [], {})}
+
+
+def build_response_messages(
+    *,
+    request_text: str,
+    chat_log: Sequence[tuple[str, str]],
+    records: Sequence[TaskRecord],
+    files: Sequence[Resource],
+    max_result_chars: int = 2000,
+) -> list[dict[str, str]]:
+    """System prompt plus one user message: chat log, request, records, files."""
+    parts: list[str] = []
+    log = prompts.render_chat_log(chat_log, CHAT_LOG_BUDGET)
+    if log:
+        parts.append(f"Earlier turns, oldest first:\n<chat_log>\n{log}\n</chat_log>")
+    parts.append(f"The request:\n<request>\n{prompts.quote(request_text.strip())}\n</request>")
+    if records:
+        data = [record_json(r, max_result_chars) for r in records]
+        body = prompts.quote(json.dumps(data, ensure_ascii=False, indent=1))
+        parts.append(f"The tasks that ran for it:\n<results>\n{body}\n</results>")
+    else:
+        parts.append("No task ran: the request needs no model. Answer it yourself.")
+    listed = "\n".join(_file_line(f) for f in files) or "none"
+    parts.append(
+        f"Files produced (refer to them by these handles only):\n<files>\n{listed}\n</files>"
+    )
+    return [
+        {"role": "system", "content": prompts.load("response_system.md")},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def _file_line(f: Resource) -> str:
+    origin = f" from task {f.task_id}" if f.task_id is not None else ""
+    return prompts.quote(f"{f.handle} ({f.kind}{origin})")
+
+
+async def generate_response(
+    llm: LLM,
+    *,
+    request_text: str,
+    chat_log: Sequence[tuple[str, str]],
+    records: Sequence[TaskRecord],
+    files: Sequence[Resource],
+    usage: Usage,
+    max_result_chars: int = 2000,
+) -> str:
+    """The LLM's answer; an empty answer becomes :func:`fallback_answer`.
+
+    Raises :class:`~core.errors.RunFailed` when the call fails; the caller
+    then answers with ``fallback_answer(records, files, error=str(exc))``.
+    """
+    messages = build_response_messages(
+        request_text=request_text,
+        chat_log=chat_log,
+        records=records,
+        files=files,
+        max_result_chars=max_result_chars,
+    )
+    text = (await llm.complete(messages, usage=usage)).strip()
+    return text or fallback_answer(records, files, "the language model gave an empty answer")
+
+
+def fallback_answer(
+    records: Sequence[TaskRecord], files: Sequence[Resource], error: str | None = None
+) -> str:
+    """A plain answer built without the LLM: what ran, results, files, failures."""
+    lines: list[str] = []
+    why = f" ({error})" if error else ""
+    if not records:
+        lines.append(f"Sorry, I could not write an answer{why}. Please try again.")
+    else:
+        lines.append(f"I could not write a full answer{why}; here is what the models found.")
+        lines.append("")
+        for r in records:
+            lines.append(_record_line(r))
+    if files:
+        lines.append("")
+        lines.append("Files: " + ", ".join(f"{f.handle} ({f.kind})" for f in files))
+    return "\n".join(lines)
+
+
+def _record_line(r: TaskRecord) -> str:
+    where = f" on {r.model}" if r.model else ""
+    head = f"- task {r.id}, {r.task}{where}: {r.status}"
+    if r.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
+        return f"{head} ({r.error or 'no reason given'})"
+    result = _result_text(r.result) if r.result else None
+    if result:
+        head += f". Result: {result}"
+    if r.files:
+        head += f". Files: {', '.join(r.files)}"
+    return head
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    """A one-line reading of a ``TaskResult.summary()`` dict."""
+    text = result.get("text")
+    if isinstance(text, str) and text.strip():
+        return prompts.trim(" ".join(text.split()), _LINE_CHARS)
+    for key, name in (("answers", "answer"), ("labels", "label")):
+        items = result.get(key)
+        if isinstance(items, list) and items and isinstance(items[0], dict):
+            return ", ".join(_scored(i.get(name), i.get("score")) for i in items[:3])
+    for key, name in (("boxes", "label"), ("segments", "label"), ("entities", "word")):
+        items = result.get(key)
+        if isinstance(items, list) and items:
+            found = [str(i.get(name)) for i in items if isinstance(i, dict)]
+            return prompts.trim(f"{len(items)} found: " + ", ".join(found), _LINE_CHARS)
+    return prompts.trim(
+        json.dumps(_trim_value(result, _LINE_CHARS), ensure_ascii=False), _LINE_CHARS
+    )
+
+
+def _scored(label: Any, score: Any) -> str:
+    return f"{label} ({score:.2f})" if isinstance(score, int | float) else str(label)

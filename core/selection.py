@@ -1,0 +1,220 @@
+"""Stage 2, model selection: one model per task, in at most one LLM call.
+
+Candidates arrive ranked by downloads.  A task with a single candidate, or
+any task in ``downloads`` mode, gets the top candidate without asking the
+LLM.  In ``llm`` mode every task with two or more candidates is put to the
+LLM in ONE call (the paper asks once per task; batching keeps the latency and
+cost of a plan flat).  Whatever the LLM answers, each task ends up with a
+candidate: an unknown or missing choice falls back to the top candidate, and
+a failed call falls back to downloads for all, so selection never fails a
+request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core import prompts
+from core.catalog import ModelInfo
+from core.errors import RunFailed
+from core.jsonish import JSONishError, find_values
+from core.llm import LLM
+from core.planning import PlannedTask
+from core.types import Usage
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION_CHARS = 150
+ARG_CHARS = 300
+MOST_DOWNLOADED = "most downloaded"
+ONLY_CANDIDATE = "only candidate"
+_MODEL_KEYS = ("model_id", "model", "id", "name")
+_TASK_KEYS = ("task_id", "task", "tid")
+_INT = re.compile(r"-?\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    model: ModelInfo
+    reason: str
+    by_llm: bool  # True when the LLM chose this model
+
+
+async def select_models(
+    llm: LLM | None,
+    plan: Sequence[PlannedTask],
+    candidates: Mapping[int, Sequence[ModelInfo]],
+    *,
+    request_text: str,
+    usage: Usage,
+    mode: Literal["llm", "downloads"],
+) -> dict[int, Selection]:
+    """A model for every task of ``plan`` that has candidates (others are absent)."""
+    chosen: dict[int, Selection] = {}
+    ask: list[PlannedTask] = []
+    for task in plan:
+        cands = candidates.get(task.id) or ()
+        if not cands:
+            continue
+        if len(cands) == 1:
+            chosen[task.id] = Selection(cands[0], ONLY_CANDIDATE, by_llm=False)
+        elif mode == "downloads" or llm is None:
+            chosen[task.id] = Selection(cands[0], MOST_DOWNLOADED, by_llm=False)
+        else:
+            ask.append(task)
+    if not ask:
+        return chosen
+    assert llm is not None
+    messages = build_selection_messages(request_text=request_text, tasks=ask, candidates=candidates)
+    try:
+        answer = await llm.complete(messages, usage=usage, json_mode=True)
+    except RunFailed as e:
+        log.warning("selection: LLM call failed, using most downloaded models: %s", e)
+        for task in ask:
+            chosen[task.id] = Selection(
+                candidates[task.id][0], f"{MOST_DOWNLOADED} (model selection failed)", False
+            )
+        return chosen
+    picks = parse_selection(answer, {t.id: candidates[t.id] for t in ask})
+    for task in ask:
+        chosen[task.id] = _resolve(task.id, picks.get(task.id), candidates[task.id])
+    log.info(
+        "selection: %d task(s) asked, %d chosen by the LLM",
+        len(ask),
+        sum(1 for t in ask if chosen[t.id].by_llm),
+    )
+    return chosen
+
+
+def _resolve(task_id: int, pick: tuple[str, str] | None, cands: Sequence[ModelInfo]) -> Selection:
+    if pick is None:
+        return Selection(cands[0], "fallback: the selector chose no model for this task", False)
+    model_id, reason = pick
+    wanted = model_id.strip().casefold()
+    for m in cands:
+        if m.id.casefold() == wanted:
+            return Selection(m, reason.strip() or "chosen by the selector", by_llm=True)
+    shown = prompts.trim(model_id, 80)
+    return Selection(cands[0], f"fallback: {shown!r} is not a candidate for this task", False)
+
+
+# --------------------------------------------------------------------- prompt
+
+
+def build_selection_messages(
+    *,
+    request_text: str,
+    tasks: Sequence[PlannedTask],
+    candidates: Mapping[int, Sequence[ModelInfo]],
+) -> list[dict[str, str]]:
+    """The system prompt and one user message listing every task and its candidates."""
+    listing = [
+        {
+            "task_id": t.id,
+            "task": t.task,
+            "args": {k: prompts.trim(v, ARG_CHARS) for k, v in t.args.items()},
+            "candidates": [
+                {
+                    "id": m.id,
+                    "downloads": m.downloads,
+                    "likes": m.likes,
+                    "description": prompts.trim(" ".join(m.description.split()), DESCRIPTION_CHARS),
+                }
+                for m in candidates.get(t.id, ())
+            ],
+        }
+        for t in tasks
+    ]
+    ids = ", ".join(f'"{t.id}"' for t in tasks)
+    user = (
+        f"The request:\n<request>\n{prompts.quote(request_text.strip())}\n</request>\n\n"
+        f"The tasks and their candidate models:\n"
+        f"{prompts.quote(json.dumps(listing, ensure_ascii=False, indent=1))}\n\n"
+        f"Answer with a JSON object with keys {ids}, each "
+        '{"id": "<model id>", "reason": "<why>"}.'
+    )
+    return [
+        {"role": "system", "content": prompts.load("selection_system.md")},
+        {"role": "user", "content": user},
+    ]
+
+
+# -------------------------------------------------------------------- parsing
+
+
+def parse_selection(
+    text: str, candidates: Mapping[int, Sequence[ModelInfo]]
+) -> dict[int, tuple[str, str]]:
+    """``{task id: (model id, reason)}`` from an LLM answer, for tasks in
+    ``candidates``; anything unreadable is left out (never raises).
+
+    Accepts ``{"0": {"id", "reason"}}``, ``{"0": "model"}``, a list of
+    ``{"task_id", "id", "reason"}``, a wrapper object around either, and a
+    bare ``{"id", "reason"}`` when there is only one task.
+    """
+    try:
+        found = [vs[0] if len(vs) == 1 else vs for vs in find_values(text)]
+    except JSONishError:
+        return {}
+    for value in found:
+        picks = _picks(value, candidates)
+        if picks:
+            return picks
+    return {}
+
+
+def _picks(value: Any, candidates: Mapping[int, Sequence[ModelInfo]]) -> dict[int, tuple[str, str]]:
+    out: dict[int, tuple[str, str]] = {}
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                tid = next((_as_id(item[k]) for k in _TASK_KEYS if k in item), None)
+                if tid is None and ("model" in item or "model_id" in item):
+                    tid = _as_id(item.get("id"))  # [{"id": <task id>, "model": ...}]
+                pick = _pick(item)
+                if tid in candidates and pick:
+                    out[tid] = pick
+        return out
+    if not isinstance(value, dict):
+        return out
+    if len(candidates) == 1 and _pick(value) and not any(_as_id(k) is not None for k in value):
+        return {next(iter(candidates)): _pick(value)}  # type: ignore[dict-item]
+    for key, item in value.items():
+        tid = _as_id(key)
+        pick = _pick(item)
+        if tid in candidates and pick:
+            out[tid] = pick
+    if not out:  # {"selections": {...}} or {"choices": [...]}
+        for item in value.values():
+            if isinstance(item, dict | list):
+                out = _picks(item, candidates)
+                if out:
+                    break
+    return out
+
+
+def _as_id(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        m = _INT.search(value)
+        if m and len(m.group()) < 12:
+            return int(m.group())
+    return None
+
+
+def _pick(item: Any) -> tuple[str, str] | None:
+    if isinstance(item, str) and item.strip():
+        return item.strip(), ""
+    if not isinstance(item, dict):
+        return None
+    model = next((item[k] for k in _MODEL_KEYS if isinstance(item.get(k), str)), None)
+    if not model:
+        return None
+    reason = item.get("reason")
+    return model, reason if isinstance(reason, str) else ""

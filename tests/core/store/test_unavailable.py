@@ -1,0 +1,51 @@
+"""A database that is not there surfaces as StoreUnavailable, quickly."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.errors import StoreUnavailable
+from core.store import Database, MediaStore, Repo
+from tests.core.store.builders import CHANNEL, turn
+from tests.fakes.db_fixtures import sqlite_url
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def dead_repo(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Repo]:
+    if request.param == "sqlite":
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("a file where the database directory should be")
+        url = sqlite_url(blocker / "bot.db")
+    else:
+        url = f"postgresql+asyncpg://postgres@127.0.0.1:{closed_port()}/test"
+    db = Database(url, connect_timeout=2)
+    yield Repo(db, MediaStore(tmp_path / "media"))
+    await db.aclose()
+
+
+async def test_every_call_says_store_unavailable(dead_repo: Repo) -> None:
+    async with asyncio.timeout(10):
+        assert not await dead_repo.db.ping()
+        with pytest.raises(StoreUnavailable):
+            await dead_repo.db.upgrade()
+        with pytest.raises(StoreUnavailable, match="load the conversation history"):
+            await dead_repo.load_history(CHANNEL)
+        with pytest.raises(StoreUnavailable, match="save the turn"):
+            await dead_repo.save_turn(turn(CHANNEL, "q", "a"))
+        with pytest.raises(StoreUnavailable):
+            await dead_repo.forget(CHANNEL)
+        with pytest.raises(StoreUnavailable):
+            await dead_repo.claim_event("slack", "E1")
+        with pytest.raises(StoreUnavailable):
+            await dead_repo.taken_handles(CHANNEL)

@@ -1,0 +1,353 @@
+"""The four stages end to end: the real Agent (built by bot.app) against the
+OpenAI fake, the HF inference fake and a SQLite store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.types import (
+    Attachment,
+    ConversationKey,
+    Progress,
+    Request,
+    Stage,
+    TaskStatus,
+)
+from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
+from tests.fakes.samples import sample_png, sample_wav
+
+KEY = ConversationKey("cli", "local", "test", None)
+
+
+def plan(*tasks: dict[str, Any]) -> str:
+    return json.dumps(list(tasks))
+
+
+def step(id: int, task: str, dep: list[int] | None = None, **args: str) -> dict[str, Any]:
+    return {"task": task, "id": id, "dep": dep or [-1], "args": args}
+
+
+def req(text: str, *files: Attachment, key: ConversationKey = KEY) -> Request:
+    return Request(key, "u1", text, tuple(files))
+
+
+def png(name: str = "photo.png") -> Attachment:
+    return Attachment(name, "image/png", sample_png())
+
+
+async def test_graph_runs_independent_tasks_concurrently_and_dependents_after(
+    agent_env: AgentEnv,
+) -> None:
+    env = agent_env
+    for task in ("text-to-image", "text-classification"):
+        env.hf.serve(model_a(task), task, delay=0.4)
+    env.hf.serve(model_a("image-classification"), "image-classification")
+    env.llm.reply(
+        "plan",
+        plan(
+            step(0, "text-to-image", text="a red fox"),
+            step(1, "text-classification", text="I love foxes"),
+            step(2, "image-classification", [0], image="<resource>-0"),
+        ),
+    )
+    reply = await env.agent.handle(req("draw a fox, classify it, and rate my sentence"))
+    assert not reply.error, reply.text
+    assert [t.status for t in reply.tasks] == [TaskStatus.DONE] * 3
+    t2i = env.hf.calls_for(model_a("text-to-image"))[0]
+    cls = env.hf.calls_for(model_a("text-classification"))[0]
+    img = env.hf.calls_for(model_a("image-classification"))[0]
+    # the two independent tasks overlap in time…
+    assert t2i.t_start < cls.t_end and cls.t_start < t2i.t_end
+    # …and the dependent one starts only after its dependency finished
+    assert img.t_start >= t2i.t_end
+    r0, _, r2 = reply.tasks
+    assert r0.started and r0.ended and r2.started and r2.started >= r0.ended
+
+
+async def test_image_output_is_substituted_into_dependent_task(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply(
+        "plan",
+        plan(
+            step(0, "text-to-image", text="a red square"),
+            step(1, "image-classification", [0], image="<resource>-0"),
+        ),
+    )
+    reply = await env.agent.handle(req("draw then classify"))
+    produced = reply.files[0]
+    assert produced.kind == "image" and produced.handle == "image.png"
+    sent = env.hf.calls_for(model_a("image-classification"))[0].body
+    assert sent == sample_png() == produced.path.read_bytes()
+    assert reply.tasks[1].result and reply.tasks[1].result["labels"][0]["label"] == "tabby, tabby cat"
+
+
+async def test_text_output_is_substituted_into_dependent_task(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply(
+        "plan",
+        plan(
+            step(0, "image-to-text", image="photo.png"),
+            step(1, "text-to-speech", [0], text="Caption: <resource>-0"),
+        ),
+    )
+    reply = await env.agent.handle(req("describe my photo aloud", png()))
+    assert not reply.error, reply.text
+    tts = env.hf.calls_for(model_a("text-to-speech"))[0]
+    assert tts.json["inputs"] == "Caption: a red square on a white background"
+    assert env.hf.calls_for(model_a("image-to-text"))[0].body == sample_png()
+    assert [f.kind for f in reply.files] == ["audio"]
+
+
+async def test_failed_model_falls_back_to_next_candidate(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.hf.fail(model_a("summarization"), 503)
+    env.llm.reply("plan", plan(step(0, "summarization", text="long text " * 50)))
+    reply = await env.agent.handle(req("summarize this"))
+    (rec,) = reply.tasks
+    assert rec.status is TaskStatus.DONE
+    assert rec.model == model_b("summarization")
+    assert len(env.hf.calls_for(model_a("summarization"))) == 1
+    assert len(env.hf.calls_for(model_b("summarization"))) == 1
+
+
+async def test_failure_skips_dependents_and_independent_tasks_finish(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.hf.fail(model_a("text-to-image"), 500, times=-1)
+    env.hf.fail(model_b("text-to-image"), 500, times=-1)
+    env.llm.reply(
+        "plan",
+        plan(
+            step(0, "text-to-image", text="a cat"),
+            step(1, "image-classification", [0], image="<resource>-0"),
+            step(2, "translation", text="hello"),
+        ),
+    )
+    env.llm.reply("answer", "The image could not be made; translation: Bonjour le monde.")
+    reply = await env.agent.handle(req("draw a cat, classify it, translate hello"))
+    statuses = {t.id: t.status for t in reply.tasks}
+    assert statuses == {0: TaskStatus.FAILED, 1: TaskStatus.SKIPPED, 2: TaskStatus.DONE}
+    assert "500" in (reply.tasks[0].error or "")
+    assert "task 0" in (reply.tasks[1].error or "")
+    assert env.hf.calls_for(model_a("image-classification")) == []
+    # the responder was told what failed
+    answer_prompt = json.dumps(env.llm.calls("answer")[0]["messages"])
+    assert "failed" in answer_prompt and "skipped" in answer_prompt
+
+
+async def test_malformed_plan_is_reasked_once(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", "Sure! I'd love to help.", plan(step(0, "translation", text="hi")))
+    reply = await env.agent.handle(req("translate hi"))
+    assert not reply.error
+    calls = env.llm.calls("plan")
+    assert len(calls) == 2
+    # the second call carries the first answer and the error
+    second = json.dumps(calls[1]["messages"])
+    assert "Sure! I'd love to help." in second
+    assert reply.tasks[0].status is TaskStatus.DONE
+
+
+async def test_plan_invalid_twice_gives_clear_error_and_keeps_history(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", "nope", '[{"task": "brew-coffee", "id": 0, "dep": [-1], "args": {}}]')
+    reply = await env.agent.handle(req("make coffee"))
+    assert reply.error
+    assert "plan" in reply.text.lower()
+    history = await env.agent.repo.load_history(KEY)
+    assert [t.role for t in history.turns] == ["user", "assistant"]
+    assert history.turns[0].text == "make coffee"
+
+
+async def test_plan_naming_unknown_file_is_rejected_and_reasked(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply(
+        "plan",
+        plan(step(0, "image-classification", image="/etc/passwd")),
+        plan(step(0, "image-classification", image="photo.png")),
+    )
+    reply = await env.agent.handle(req("what is in my photo?", png()))
+    assert not reply.error, reply.text
+    assert len(env.llm.calls("plan")) == 2
+    assert "photo.png" in json.dumps(env.llm.calls("plan")[1]["messages"])
+    assert env.hf.calls_for(model_a("image-classification"))[0].body == sample_png()
+
+
+async def test_empty_plan_answers_directly(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", "[]")
+    env.llm.reply("answer", "Hello! How can I help?")
+    reply = await env.agent.handle(req("hi there"))
+    assert reply.text == "Hello! How can I help?"
+    assert reply.tasks == ()
+    assert env.llm.calls("select") == []
+    assert len(env.llm.calls("answer")) == 1
+    assert reply.usage.llm_calls == 2
+    assert env.hf.calls == []
+
+
+async def test_selection_is_one_batched_llm_call(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply(
+        "plan",
+        plan(
+            step(0, "summarization", text="a"),
+            step(1, "translation", text="b"),
+            step(2, "text-classification", text="c"),
+        ),
+    )
+    env.llm.reply(
+        "select",
+        json.dumps(
+            {
+                "0": {"id": model_b("summarization"), "reason": "shorter summaries"},
+                "1": {"id": "no/such-model", "reason": "made up"},
+            }
+        ),
+    )
+    reply = await env.agent.handle(req("do three things"))
+    assert len(env.llm.calls("select")) == 1
+    models = {t.id: t.model for t in reply.tasks}
+    assert models[0] == model_b("summarization")
+    assert models[1] == model_a("translation")  # unknown choice → top candidate
+    assert models[2] == model_a("text-classification")  # missing choice → top candidate
+    assert reply.tasks[0].reason == "shorter summaries"
+    assert reply.usage.llm_calls == 3
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+
+
+async def test_second_turn_uses_file_from_first(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", plan(step(0, "text-to-image", text="a red square")))
+    first = await env.agent.handle(req("draw a red square"))
+    handle = first.files[0].handle
+    env.llm.reply("plan", plan(step(0, "object-detection", image=handle)))
+    second = await env.agent.handle(req(f"find objects in {handle}"))
+    assert not second.error, second.text
+    assert env.hf.calls_for(model_a("object-detection"))[0].body == first.files[0].path.read_bytes()
+    # the planner was shown the file of the earlier turn
+    assert handle in json.dumps(env.llm.calls("plan")[1]["messages"])
+    # detection draws its boxes on the image as a new resource
+    assert [f.handle for f in second.files] == ["detected.png"]
+
+
+async def test_uploaded_names_are_made_unique_within_conversation(agent_env: AgentEnv) -> None:
+    env = agent_env
+    await env.agent.handle(req("keep this", png()))
+    await env.agent.handle(req("and this", png()))
+    history = await env.agent.repo.load_history(KEY)
+    assert {"photo.png", "photo-2.png"} <= set(history.resources)
+
+
+async def test_progress_events_cover_every_stage(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", plan(step(0, "translation", text="hello")))
+    seen: list[Progress] = []
+
+    async def sink(p: Progress) -> None:
+        seen.append(p)
+
+    await env.agent.handle(req("translate hello"), sink)
+    stages = [p.stage for p in seen]
+    for s in (Stage.PLANNING, Stage.SELECTING, Stage.RUNNING, Stage.ANSWERING, Stage.DONE):
+        assert s in stages
+    assert stages.index(Stage.PLANNING) < stages.index(Stage.RUNNING) < stages.index(Stage.ANSWERING)
+    running = [p for p in seen if p.stage is Stage.RUNNING]
+    assert running[-1].tasks[0].status is TaskStatus.DONE
+    assert running[-1].tasks[0].model == model_a("translation")
+
+
+async def test_broken_progress_sink_does_not_fail_the_request(agent_env: AgentEnv) -> None:
+    async def sink(p: Progress) -> None:
+        raise RuntimeError("renderer bug")
+
+    agent_env.llm.reply("plan", "[]")
+    reply = await agent_env.agent.handle(req("hi"), sink)
+    assert not reply.error
+
+
+async def test_task_timeout_fails_task_and_falls_back(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.agent.executor.timeout = 0.3
+    env.hf.serve(model_a("translation"), "translation", delay=3)
+    env.llm.reply("plan", plan(step(0, "translation", text="hi")))
+    reply = await env.agent.handle(req("translate"))
+    (rec,) = reply.tasks
+    assert rec.status is TaskStatus.DONE and rec.model == model_b("translation")
+
+
+async def test_all_candidates_timing_out_gives_answer_naming_the_failure(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.agent.executor.timeout = 0.2
+    env.hf.serve(model_a("translation"), "translation", delay=3)
+    env.hf.serve(model_b("translation"), "translation", delay=3)
+    env.llm.reply("plan", plan(step(0, "translation", text="hi")))
+    env.llm.fail(500, stage="answer")  # and the responder is down too
+    reply = await env.agent.handle(req("translate"))
+    (rec,) = reply.tasks
+    assert rec.status is TaskStatus.FAILED
+    assert "timed out" in (rec.error or "")
+    assert "translation" in reply.text and "timed out" in reply.text  # fallback answer
+
+
+async def test_dead_llm_endpoint_gives_clear_message(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.agent.llm = env.llm.client(base_url="http://127.0.0.1:9/v1")
+    reply = await env.agent.handle(req("hello"))
+    assert reply.error
+    assert "could not be reached" in reply.text
+    assert "sk-" not in reply.text
+    # the user's message is still stored
+    history = await env.agent.repo.load_history(KEY)
+    assert history.turns[0].text == "hello"
+
+
+async def test_attachment_that_is_not_what_its_name_says(agent_env: AgentEnv) -> None:
+    env = agent_env
+    fake = Attachment("cat.png", "image/png", b"<!DOCTYPE html><html><body>login</body></html>")
+    reply = await env.agent.handle(req("what is this?", fake))
+    assert reply.error
+    assert "cat.png" in reply.text and "not an image" in reply.text
+    assert env.llm.requests == []  # rejected before any LLM call
+
+
+async def test_attachment_over_size_limit(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.agent.config = type(env.agent.config)(max_attachment_bytes=1000)
+    big = Attachment("song.wav", "audio/wav", sample_wav(seconds=1.0))
+    reply = await env.agent.handle(req("transcribe", big))
+    assert reply.error and "song.wav" in reply.text and "limit" in reply.text
+
+
+async def test_earlier_history_survives_a_failed_turn(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", plan(step(0, "text-to-image", text="x")))
+    first = await env.agent.handle(req("draw x"))
+    env.llm.fail(500, times=3)
+    failed = await env.agent.handle(req("now fail"))
+    assert failed.error
+    history = await env.agent.repo.load_history(KEY)
+    assert first.files[0].handle in history.resources
+    assert [t.text for t in history.turns if t.role == "user"] == ["draw x", "now fail"]
+
+
+async def test_plan_only_runs_nothing(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.llm.reply("plan", plan(step(0, "text-to-image", text="x"), step(1, "translation", text="y")))
+    preview = await env.agent.plan_only(req("draw x and translate y"))
+    assert [s.task for s in preview.steps] == ["text-to-image", "translation"]
+    assert preview.steps[0].model == model_a("text-to-image")
+    assert env.hf.calls == []
+    assert (await env.agent.repo.load_history(KEY)).turns == []
+
+
+async def test_models_and_forget(agent_env: AgentEnv) -> None:
+    env = agent_env
+    assert [m.id for m in env.agent.models("Image-CLS")["image-classification"]] == [
+        model_a("image-classification"),
+        model_b("image-classification"),
+    ]
+    env.llm.reply("plan", "[]")
+    await env.agent.handle(req("hi"))
+    assert await env.agent.forget(KEY) == 2
+    assert (await env.agent.repo.load_history(KEY)).turns == []

@@ -1,0 +1,390 @@
+"""A loopback Slack Web API, so tests drive the real slack_sdk / slack-bolt.
+
+``/api/{method}`` answers GET and POST with ``"ok": true`` and records every
+call (method, merged query/form/JSON arguments, token, arrival time).  Upload
+v2 works end to end: ``files.getUploadURLExternal`` hands out an
+``upload_url`` on this server, the bytes posted there are kept, and
+``files.completeUploadExternal`` ties them to a channel and thread
+(:meth:`FakeSlack.uploaded`).  :meth:`FakeSlack.add_file` serves a file at a
+``url_private`` that, like Slack, answers its HTML login page when the bot
+token is missing (or always, with ``login_page=True``).
+
+Tests wait on what the fake received with :meth:`FakeSlack.wait_for` (an
+awaited condition, not a sleep).  :func:`signed_request` and the event
+builders make the signed Events API requests Slack would send.
+
+Use the ``slack_fake`` fixture, or ``async with make_slack_fake() as fake``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pytest
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
+
+BOT_TOKEN = "xoxb-test-token"
+SIGNING_SECRET = "test-signing-secret"
+TEAM_ID = "T0TEAM"
+BOT_USER_ID = "U0BOT"
+BOT_ID = "B0BOT"
+API_APP_ID = "A0APP"
+
+LOGIN_PAGE = (
+    b"<!DOCTYPE html><html lang='en'><head><title>Slack</title></head>"
+    b"<body><form action='/signin'>Sign in to your workspace</form></body></html>"
+)
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    token: str | None
+    at: float  # time.monotonic()
+    http_method: str = "POST"
+
+
+@dataclass
+class Upload:
+    file_id: str
+    filename: str
+    length: int
+    data: bytes | None = None
+    title: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+
+
+@dataclass
+class _Served:
+    data: bytes
+    content_type: str
+    login_page: bool
+
+
+@dataclass
+class FakeSlack:
+    base_url: str = ""  # http://127.0.0.1:PORT/api/
+    root: str = ""  # http://127.0.0.1:PORT
+    calls: list[Call] = field(default_factory=list)
+    uploads: dict[str, Upload] = field(default_factory=dict)
+    downloads: list[dict[str, Any]] = field(default_factory=list)
+    # Per-method canned answers merged into {"ok": true, …}.
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _rate_limits: dict[str, int] = field(default_factory=dict)
+    _errors: dict[str, list[str]] = field(default_factory=dict)
+    _files: dict[str, _Served] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    # -- test API --------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def texts(self, *methods: str) -> list[str]:
+        """The ``text`` of every chat.postMessage / chat.update (or ``methods``)."""
+        wanted = methods or ("chat.postMessage", "chat.update")
+        return [str(c.args.get("text", "")) for c in self.calls if c.method in wanted]
+
+    def uploaded(self) -> list[Upload]:
+        """Uploads that were completed (step 3 done), in order."""
+        return [u for u in self.uploads.values() if u.channel is not None]
+
+    async def wait_for(
+        self,
+        method: str,
+        count: int = 1,
+        where: Callable[[Call], bool] | None = None,
+        timeout: float = 10.0,
+    ) -> list[Call]:
+        """Wait until ``count`` calls to ``method`` (matching ``where``) arrived."""
+
+        def matching() -> list[Call]:
+            return [c for c in self.calls_to(method) if where is None or where(c)]
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(matching()) >= count), timeout)
+        return matching()
+
+    def rate_limit(self, method: str, times: int = 1) -> None:
+        """Answer the next ``times`` calls to ``method`` with 429 + Retry-After: 0."""
+        self._rate_limits[method] = self._rate_limits.get(method, 0) + times
+
+    def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
+        """Answer the next calls to ``method`` with ``{"ok": false, "error": …}``."""
+        self._errors.setdefault(method, []).extend([error] * times)
+
+    def add_file(
+        self,
+        name: str,
+        data: bytes,
+        mimetype: str = "image/png",
+        *,
+        served_type: str | None = None,
+        login_page: bool = False,
+        size: int | None = None,
+    ) -> dict[str, Any]:
+        """Serve ``data`` and return the Slack file object an event carries.
+
+        ``login_page``: serve Slack's HTML sign-in page instead (what a bot
+        without the ``files:read`` scope gets).  ``size`` overrides the
+        declared size.
+        """
+        file_id = f"F{next(self._ids):07d}"
+        self._files[file_id] = _Served(data, served_type or mimetype, login_page)
+        url = f"{self.root}/files-pri/{TEAM_ID}-{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data) if size is None else size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+        }
+
+    # -- server side -----------------------------------------------------
+
+    async def _record(self, call: Call) -> None:
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+
+    async def handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args: dict[str, Any] = dict(request.query)
+        if request.method == "POST" and request.can_read_body:
+            raw = await request.read()
+            if request.content_type == "application/json":
+                args.update(json.loads(raw or b"{}"))
+            elif raw:
+                args.update(parse_qsl(raw.decode(), keep_blank_values=True))
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else args.get("token")
+        await self._record(Call(method, args, token, time.monotonic(), request.method))
+
+        if self._rate_limits.get(method):
+            self._rate_limits[method] -= 1
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "0"}
+            )
+        if self._errors.get(method):
+            return web.json_response({"ok": False, "error": self._errors[method].pop(0)})
+        if not token:
+            return web.json_response({"ok": False, "error": "not_authed"})
+        body: dict[str, Any] = {"ok": True, **self._answer(method, args)}
+        body.update(self.answers.get(method, {}))
+        return web.json_response(body)
+
+    def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "url": "https://fake.slack.com/",
+                "team": "Fake Team",
+                "user": "hugginggpt",
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+                "is_enterprise_install": False,
+            }
+        if method == "chat.postMessage":
+            ts = f"{int(time.time())}.{next(self._ids):06d}"
+            message = {"type": "message", "text": args.get("text", ""), "ts": ts}
+            if args.get("thread_ts"):
+                message["thread_ts"] = args["thread_ts"]
+            return {"channel": args.get("channel"), "ts": ts, "message": message}
+        if method == "chat.update":
+            return {"channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._ids):07d}"
+            self.uploads[file_id] = Upload(
+                file_id, str(args.get("filename")), int(args.get("length", 0))
+            )
+            return {"upload_url": f"{self.root}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            files = args.get("files")
+            files = json.loads(files) if isinstance(files, str) else files or []
+            done = []
+            for item in files:
+                upload = self.uploads[item["id"]]
+                upload.title = item.get("title")
+                upload.channel = args.get("channel_id") or args.get("channels")
+                upload.thread_ts = args.get("thread_ts")
+                done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title})
+            return {"files": done}
+        return {}
+
+    async def handle_upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        upload = self.uploads.get(file_id)
+        if upload is None:
+            return web.Response(status=404, text="unknown upload")
+        upload.data = data
+        await self._record(
+            Call("upload", {"file_id": file_id, "size": len(data)}, None, time.monotonic())
+        )
+        return web.Response(text=f"OK - {len(data)}")
+
+    async def handle_download(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["key"].rsplit("-", 1)[-1]
+        served = self._files.get(file_id)
+        auth = request.headers.get("Authorization")
+        self.downloads.append({"file_id": file_id, "authorization": auth})
+        if served is None:
+            return web.Response(status=404, text="file not found")
+        if served.login_page or auth != f"Bearer {BOT_TOKEN}":
+            return web.Response(body=LOGIN_PAGE, content_type="text/html")
+        return web.Response(body=served.data, headers={"Content-Type": served.content_type})
+
+
+@asynccontextmanager
+async def make_slack_fake() -> AsyncIterator[FakeSlack]:
+    """Start a fake Slack on 127.0.0.1 (ephemeral port); stop it on exit."""
+    fake = FakeSlack()
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_route("*", "/api/{method}", fake.handle_api)
+    app.router.add_post("/upload/{file_id}", fake.handle_upload)
+    app.router.add_get("/files-pri/{key}/{name}", fake.handle_download)
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        fake.root = f"http://127.0.0.1:{port}"
+        fake.base_url = f"{fake.root}/api/"
+        yield fake
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def slack_fake() -> AsyncIterator[FakeSlack]:
+    """A running fake Slack Web API (function scope)."""
+    async with make_slack_fake() as fake:
+        yield fake
+
+
+# -- Events API requests --------------------------------------------------
+
+_event_ids = itertools.count(1)
+
+
+def event_body(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    """The ``event_callback`` envelope Slack posts for one event."""
+    return {
+        "token": "legacy-verification-token",
+        "team_id": TEAM_ID,
+        "api_app_id": API_APP_ID,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_event_ids):08d}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "is_enterprise_install": False}
+        ],
+        "is_ext_shared_channel": False,
+    }
+
+
+def mention_event(
+    text: str,
+    *,
+    channel: str = "C0CHAN",
+    user: str = "U0USER",
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    files: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An ``app_mention`` event; ``text`` gets the bot's mention in front."""
+    ts = ts or f"{int(time.time())}.{next(_event_ids):06d}"
+    event: dict[str, Any] = {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER_ID}> {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "team": TEAM_ID,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    if files:
+        event["files"] = files
+    return event
+
+
+def dm_event(
+    text: str,
+    *,
+    channel: str = "D0DM",
+    user: str = "U0USER",
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    files: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A ``message`` event in a DM (``message.im``)."""
+    ts = ts or f"{int(time.time())}.{next(_event_ids):06d}"
+    event: dict[str, Any] = {
+        "type": "message",
+        "channel_type": "im",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "team": TEAM_ID,
+        **extra,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    if files:
+        event["files"] = files
+        event.setdefault("subtype", "file_share")
+    return event
+
+
+def signed_headers(
+    raw_body: str,
+    secret: str = SIGNING_SECRET,
+    *,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+) -> dict[str, str]:
+    """The headers Slack signs an Events API request with."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": SignatureVerifier(secret).generate_signature(
+            timestamp=ts, body=raw_body
+        ),
+    }
+    if retry_num is not None:
+        headers["X-Slack-Retry-Num"] = str(retry_num)
+        headers["X-Slack-Retry-Reason"] = "http_timeout"
+    return headers
+
+
+def signed_request(
+    body: dict[str, Any], secret: str = SIGNING_SECRET, **kw: Any
+) -> tuple[str, dict[str, str]]:
+    """``(raw_body, headers)`` for posting ``body`` as Slack would."""
+    raw = json.dumps(body)
+    return raw, signed_headers(raw, secret, **kw)
