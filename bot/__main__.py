@@ -59,13 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setup_logging(settings: Settings) -> None:
+def _setup_logging(settings: Settings, command: str) -> None:
+    quiet = command in ("ask", "chat", "models", "db", "doctor")
+    level = settings.log_level or ("WARNING" if quiet else "INFO")
     logging.basicConfig(
-        level=settings.log_level.upper(),
+        level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite"):
+    for noisy in ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -91,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # pydantic ValidationError: name the bad variable
         print(f"error: invalid configuration: {e}", file=sys.stderr)
         return 2
-    _setup_logging(settings)
+    _setup_logging(settings, args.command)
     try:
         return asyncio.run(_main(args, settings))
     except ConfigError as e:

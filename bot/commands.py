@@ -115,7 +115,9 @@ async def models(args: argparse.Namespace, settings: Settings) -> int:
             if args.task and a.task != args.task:
                 continue
             if a.backends:
-                print(f"{a.task:32} {'+'.join(a.backends):14} {', '.join(a.models[: settings.top_k])}")
+                print(
+                    f"{a.task:32} {'+'.join(a.backends):14} {', '.join(a.models[: settings.top_k])}"
+                )
             else:
                 print(f"{a.task:32} {'-':14} unavailable: {a.why_not}")
     finally:
@@ -150,7 +152,9 @@ async def doctor(args: argparse.Namespace, settings: Settings) -> int:
         from core.types import Usage
 
         try:
-            await llm.complete([{"role": "user", "content": "Say ok."}], usage=Usage(), max_tokens=5)
+            await llm.complete(
+                [{"role": "user", "content": "Say ok."}], usage=Usage(), max_tokens=5
+            )
             line(True, "llm", f"{settings.llm_model} answers")
         except Exception as e:
             line(False, "llm", str(e))

@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     slack_http_port: int = 3000
     slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
 
-    log_level: str = "INFO"
+    log_level: str | None = None  # INFO for `run`, WARNING for the terminal commands
 
     @field_validator(
         "discord_dev_guild_ids",

@@ -321,8 +321,12 @@ class Agent:
             ordered[t.id] = ([chosen.model] if chosen else []) + rest
 
         async def listener(states: tuple[TaskState, ...]) -> None:
-            done = sum(s.status in (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.SKIPPED) for s in states)
-            await emit(Progress(Stage.RUNNING, f"Running tasks ({done}/{len(states)} finished)", states))
+            done = sum(
+                s.status in (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.SKIPPED) for s in states
+            )
+            await emit(
+                Progress(Stage.RUNNING, f"Running tasks ({done}/{len(states)} finished)", states)
+            )
 
         async def load_handle(handle: str) -> Blob:
             res = turn.history.resources | {r.handle: r for r in turn.uploads}
@@ -373,8 +377,14 @@ class Agent:
         taken = set(turn.history.resources) | {r.handle for r in (*turn.uploads, *turn.generated)}
         handle = allocate_handle(taken, f"{_OUTPUT_NAMES.get(o.task, blob.kind)}.{ext}")
         res = Resource(
-            handle, blob.kind, mt.mime if mt else blob.mime, self.media.path(rel), sha,
-            len(blob.data), "generated", o.id,
+            handle,
+            blob.kind,
+            mt.mime if mt else blob.mime,
+            self.media.path(rel),
+            sha,
+            len(blob.data),
+            "generated",
+            o.id,
         )
         turn.generated.append(res)
         return res

@@ -74,7 +74,9 @@ def _parse_line(raw: dict[str, object], where: str) -> ModelInfo | None:
         description=" ".join(str(desc).split())[:300],
         endpoint=raw.get("endpoint") if isinstance(raw.get("endpoint"), str) else None,  # type: ignore[arg-type]
         local=raw.get("local") if isinstance(raw.get("local"), str) else None,  # type: ignore[arg-type]
-        tags=tuple(str(t) for t in tags if isinstance(t, str))[:8] if isinstance(tags, list) else (),
+        tags=tuple(str(t) for t in tags if isinstance(t, str))[:8]
+        if isinstance(tags, list)
+        else (),
     )
 
 

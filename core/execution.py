@@ -199,7 +199,8 @@ class Executor:
                 blob = _media_of(dep, key)
                 if blob is None:
                     raise TaskFailed(
-                        f"task {dep.id} ({dep.task}) produced no {key} for this task", retryable=False
+                        f"task {dep.id} ({dep.task}) produced no {key} for this task",
+                        retryable=False,
                     )
             else:
                 blob = await load_handle(value.strip())
@@ -235,7 +236,8 @@ def _media_of(dep: TaskOutcome, kind: str) -> Blob | None:
 
 def with_handles(result: TaskResult, handles: Sequence[str]) -> TaskResult:
     """The result with its media blobs named by their stored handles."""
-    media = tuple(
-        replace(b, handle=h) for b, h in zip(result.media, handles, strict=False)
-    ) + result.media[len(handles) :]
+    media = (
+        tuple(replace(b, handle=h) for b, h in zip(result.media, handles, strict=False))
+        + result.media[len(handles) :]
+    )
     return replace(result, media=media)

@@ -56,6 +56,7 @@ _MEDIA_KEYS = {
 }  # fmt: skip
 _LIST_KEYS = ("tasks", "plan", "task_list", "steps")
 _MAX_PROBLEMS = 5
+_MAX_LISTED = 30  # file handles named in one error message
 _FIX = "Answer again with the whole corrected JSON list only."
 
 
@@ -134,8 +135,9 @@ def _as_task_list(values: list[Any]) -> list[Any] | None:
         if "task" in value:
             return [value]
         for key in _LIST_KEYS:
-            if isinstance(value.get(key), list):
-                return value[key]
+            listed = value.get(key)
+            if isinstance(listed, list):
+                return listed
         for v in value.values():
             if isinstance(v, list) and v and all(isinstance(i, dict) and "task" in i for i in v):
                 return v
@@ -344,7 +346,9 @@ def _check_media(
                 f"outputs {TASKS[source.task].output}, not {modality}"
             )
         return
-    listed = ", ".join(f"{h} ({k})" for h, k in handles.items()) or "none"
+    shown = [f"{h} ({k})" for h, k in list(handles.items())[:_MAX_LISTED]]
+    more = f" and {len(handles) - _MAX_LISTED} more" if len(handles) > _MAX_LISTED else ""
+    listed = (", ".join(shown) or "none") + more
     kind = handles.get(value)
     if kind is None:
         problems.append(
@@ -409,8 +413,8 @@ def build_planning_messages(
             continue
         user = _user_message(
             demo["request"],
-            [tuple(turn) for turn in demo.get("chat_log", [])],  # type: ignore[misc]
-            [tuple(f) for f in demo.get("files", [])],  # type: ignore[misc]
+            [(role, text) for role, text in demo.get("chat_log", [])],
+            [(handle, kind) for handle, kind in demo.get("files", [])],
         )
         messages.append({"role": "user", "content": user})
         messages.append({"role": "assistant", "content": json.dumps(demo["plan"])})

@@ -33,9 +33,7 @@ class TaskInputs:
     video: Blob | None = None
 
     def get(self, modality: str) -> str | Blob | None:
-        return {TEXT: self.text, IMAGE: self.image, AUDIO: self.audio, VIDEO: self.video}[
-            modality
-        ]
+        return {TEXT: self.text, IMAGE: self.image, AUDIO: self.audio, VIDEO: self.video}[modality]
 
 
 @dataclass(frozen=True, slots=True)

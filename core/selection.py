@@ -177,17 +177,18 @@ def _picks(value: Any, candidates: Mapping[int, Sequence[ModelInfo]]) -> dict[in
                 if tid is None and ("model" in item or "model_id" in item):
                     tid = _as_id(item.get("id"))  # [{"id": <task id>, "model": ...}]
                 pick = _pick(item)
-                if tid in candidates and pick:
+                if tid is not None and tid in candidates and pick:
                     out[tid] = pick
         return out
     if not isinstance(value, dict):
         return out
-    if len(candidates) == 1 and _pick(value) and not any(_as_id(k) is not None for k in value):
-        return {next(iter(candidates)): _pick(value)}  # type: ignore[dict-item]
+    bare = _pick(value)
+    if bare and len(candidates) == 1 and all(_as_id(k) is None for k in value):
+        return {next(iter(candidates)): bare}  # {"id": ..., "reason": ...} for the one task
     for key, item in value.items():
         tid = _as_id(key)
         pick = _pick(item)
-        if tid in candidates and pick:
+        if tid is not None and tid in candidates and pick:
             out[tid] = pick
     if not out:  # {"selections": {...}} or {"choices": [...]}
         for item in value.values():

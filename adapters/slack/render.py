@@ -171,10 +171,10 @@ DOWNLOADING = "⏳ Downloading your files…"
 
 
 def status_text(progress: Progress) -> str:
-    """The status message for one progress event: the stage, then each task."""
-    head = f"⏳ *{_STAGE_TEXT.get(progress.stage, progress.stage)}*"
-    if progress.detail:
-        head += f" {escape(progress.detail)}"
+    """The status message for one progress event: what is happening (the
+    agent's own words when it gives them), then each task with its model."""
+    what = progress.detail.strip() or _STAGE_TEXT.get(progress.stage, str(progress.stage))
+    head = f"⏳ *{escape(what)}*"
     return "\n".join([head, *(_task_line(t) for t in progress.tasks)])
 
 

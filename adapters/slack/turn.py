@@ -28,7 +28,15 @@ from adapters.slack.render import (
 )
 from adapters.slack.status import StatusMessage
 from core.errors import InputRejected
-from core.types import AgentAPI, ConversationKey, Progress, Reply, Request, new_request_id
+from core.types import (
+    AgentAPI,
+    ConversationKey,
+    Progress,
+    Reply,
+    Request,
+    Stage,
+    new_request_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +90,8 @@ async def run_turn(
         )
 
         async def progress(event: Progress) -> None:
-            await status.show(status_text(event))
+            if event.stage is not Stage.DONE:  # the final state comes with the reply
+                await status.show(status_text(event))
 
         reply = await agent.handle(request, progress)
         await _post_answer(agent, client, config, incoming, reply, request_id)

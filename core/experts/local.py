@@ -199,13 +199,12 @@ class LocalExpert:
         self.loads += 1
         log.info("local: loaded %s for %s in %.2fs", model.id, key[0], time.perf_counter() - started)
         self._cache[key] = pipe
-        evicted = []
+        evicted: list[Any] = []
         while len(self._cache) > self.max_loaded:
-            old_key, old = self._cache.popitem(last=False)
+            old_key = next(iter(self._cache))
+            evicted.append(self._cache.pop(old_key))
             log.info("local: evicted %s (%s)", old_key[1], old_key[0])
-            evicted.append(old)
         if evicted:
-            del old
             await asyncio.to_thread(self._free, evicted)
         return pipe
 

@@ -130,10 +130,14 @@ def _generated(raw: Any) -> str:
 def _pipeline(ptask: str) -> Callable[[Path, LoadContext], Any]:
     def load(path: Path, ctx: LoadContext) -> Any:
         from transformers import pipeline
+        from transformers.utils import logging as tf_logging
 
-        return pipeline(
-            ptask, model=str(path), device=ctx.device, dtype=ctx.dtype(), local_files_only=True
-        )
+        tf_logging.disable_progress_bar()  # a server's log, not a terminal
+
+        # ``path`` is always an existing directory, which transformers reads
+        # without asking the Hub.  (pipeline() forwards local_files_only to
+        # the pipeline class too, where most reject it, so it is not passed.)
+        return pipeline(ptask, model=str(path), device=ctx.device, dtype=ctx.dtype())
 
     return load
 
@@ -362,7 +366,8 @@ def _diffusion(path: Path, ctx: LoadContext, cls_name: str = "DiffusionPipeline"
     import diffusers
 
     cls = getattr(diffusers, cls_name)
-    pipe = cls.from_pretrained(path, torch_dtype=ctx.dtype(), local_files_only=True, **kw)
+    diffusers.utils.logging.disable_progress_bar()
+    pipe = cls.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True, **kw)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(ctx.device)
 
@@ -472,7 +477,7 @@ def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
                 f"ControlNet needs its base model {ctx.controlnet_base}, which is not available "
                 "locally (put it under LOCAL_MODELS_DIR)"
             )
-        net = ControlNetModel.from_pretrained(path, torch_dtype=ctx.dtype(), local_files_only=True)
+        net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
         pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
     return _Loaded(pipe, ctx, {"preprocessor": _preprocessor(path.name)})
 

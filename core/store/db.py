@@ -19,7 +19,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from core.errors import StoreUnavailable
@@ -30,6 +30,14 @@ log = logging.getLogger(__name__)
 # asyncpg lets some connect failures through unwrapped as OSError
 # (ConnectionRefusedError, TimeoutError); SQLAlchemy wraps the rest.
 DB_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, OSError)
+
+
+def describe_db_error(exc: BaseException) -> str:
+    """A one-line reason for a database failure, without the SQL statement and
+    its parameters (which may hold user text) that SQLAlchemy appends."""
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -95,7 +103,9 @@ class Database:
             if schema is not None:
                 connect_args["server_settings"] = {"search_path": schema}
         elif schema is not None:
-            raise ValueError(f"schema= is supported with postgresql+asyncpg, not {self.url.drivername}")
+            raise ValueError(
+                f"schema= is supported with postgresql+asyncpg, not {self.url.drivername}"
+            )
         self.schema = schema
         self.engine: AsyncEngine = create_async_engine(
             self.url,
@@ -117,7 +127,7 @@ class Database:
                 await conn.run_sync(self._upgrade, revision)
         except DB_ERRORS as exc:
             raise StoreUnavailable(
-                f"could not migrate the database {self.safe_url}: {exc}"
+                f"could not migrate the database {self.safe_url}: {describe_db_error(exc)}"
             ) from exc
 
     def _upgrade(self, connection: Connection, revision: str) -> None:
@@ -141,7 +151,7 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except DB_ERRORS as exc:
-            log.warning("database %s unreachable: %s", self.safe_url, exc)
+            log.warning("database %s unreachable: %s", self.safe_url, describe_db_error(exc))
             return False
         return True
 

@@ -59,7 +59,8 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: sa.JSON}
+    # SQLAlchemy reads this as a plain class attribute (not a ClassVar).
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: sa.JSON}  # noqa: RUF012
 
 
 class Conversation(Base):

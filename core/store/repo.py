@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import StoreUnavailable
-from core.store.db import DB_ERRORS, Database
+from core.store.db import DB_ERRORS, Database, describe_db_error
 from core.store.media import MediaStore
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
@@ -123,7 +123,7 @@ class Repo:
             raise
         except DB_ERRORS as exc:
             raise StoreUnavailable(
-                f"the store could not {action} ({self.db.safe_url}): {exc}"
+                f"the store could not {action} ({self.db.safe_url}): {describe_db_error(exc)}"
             ) from exc
 
     def _insert(self, table: Any) -> Any:
@@ -250,7 +250,8 @@ class Repo:
             except IntegrityError as exc:
                 if attempt == SAVE_ATTEMPTS:
                     raise StoreUnavailable(
-                        f"the store could not save the turn after {attempt} attempts: {exc}"
+                        f"the store could not save the turn after {attempt} attempts: "
+                        f"{describe_db_error(exc)}"
                     ) from exc
                 log.info("handle clash saving %s, retrying", turn.request.request_id)
         raise AssertionError("unreachable")
@@ -291,6 +292,8 @@ class Repo:
             text=req.text,
             created_at=now,
         )
+        s.add(user)
+        await s.flush()  # one flush each: the user's message must get the lower id
         assistant = Message(
             conversation_id=cid,
             request_id=req.request_id,
@@ -299,7 +302,7 @@ class Repo:
             text=reply.text,
             created_at=utcnow(),
         )
-        s.add_all([user, assistant])
+        s.add(assistant)
         await s.flush()
 
         final: list[Resource] = []
@@ -390,7 +393,7 @@ class Repo:
                 .values(source=source, event_id=event_id, created_at=now)
                 .on_conflict_do_nothing(index_elements=["source", "event_id"])
             )
-            claimed = result.rowcount == 1  # type: ignore[attr-defined]
+            claimed = bool(result.rowcount == 1)  # type: ignore[attr-defined]
             if time.monotonic() - self._last_prune >= PRUNE_EVERY:
                 self._last_prune = time.monotonic()
                 await s.execute(

@@ -79,7 +79,9 @@ async def test_image_output_is_substituted_into_dependent_task(agent_env: AgentE
     assert produced.kind == "image" and produced.handle == "image.png"
     sent = env.hf.calls_for(model_a("image-classification"))[0].body
     assert sent == sample_png() == produced.path.read_bytes()
-    assert reply.tasks[1].result and reply.tasks[1].result["labels"][0]["label"] == "tabby, tabby cat"
+    assert (
+        reply.tasks[1].result and reply.tasks[1].result["labels"][0]["label"] == "tabby, tabby cat"
+    )
 
 
 async def test_text_output_is_substituted_into_dependent_task(agent_env: AgentEnv) -> None:
@@ -251,7 +253,9 @@ async def test_progress_events_cover_every_stage(agent_env: AgentEnv) -> None:
     stages = [p.stage for p in seen]
     for s in (Stage.PLANNING, Stage.SELECTING, Stage.RUNNING, Stage.ANSWERING, Stage.DONE):
         assert s in stages
-    assert stages.index(Stage.PLANNING) < stages.index(Stage.RUNNING) < stages.index(Stage.ANSWERING)
+    assert (
+        stages.index(Stage.PLANNING) < stages.index(Stage.RUNNING) < stages.index(Stage.ANSWERING)
+    )
     running = [p for p in seen if p.stage is Stage.RUNNING]
     assert running[-1].tasks[0].status is TaskStatus.DONE
     assert running[-1].tasks[0].model == model_a("translation")
@@ -276,7 +280,9 @@ async def test_task_timeout_fails_task_and_falls_back(agent_env: AgentEnv) -> No
     assert rec.status is TaskStatus.DONE and rec.model == model_b("translation")
 
 
-async def test_all_candidates_timing_out_gives_answer_naming_the_failure(agent_env: AgentEnv) -> None:
+async def test_all_candidates_timing_out_gives_answer_naming_the_failure(
+    agent_env: AgentEnv,
+) -> None:
     env = agent_env
     env.agent.executor.timeout = 0.2
     env.hf.serve(model_a("translation"), "translation", delay=3)
@@ -333,7 +339,9 @@ async def test_earlier_history_survives_a_failed_turn(agent_env: AgentEnv) -> No
 
 async def test_plan_only_runs_nothing(agent_env: AgentEnv) -> None:
     env = agent_env
-    env.llm.reply("plan", plan(step(0, "text-to-image", text="x"), step(1, "translation", text="y")))
+    env.llm.reply(
+        "plan", plan(step(0, "text-to-image", text="x"), step(1, "translation", text="y"))
+    )
     preview = await env.agent.plan_only(req("draw x and translate y"))
     assert [s.task for s in preview.steps] == ["text-to-image", "translation"]
     assert preview.steps[0].model == model_a("text-to-image")

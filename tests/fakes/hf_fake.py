@@ -9,7 +9,8 @@ leading slash, so a per-model ``endpoint`` override can point at
 ``{base_url}/endpoints/x`` and be served with ``fake.serve("endpoints/x", …)``.
 
 ``GET /api/models`` serves :attr:`FakeHF.hub_models` the way the Hub does for
-``HfApi.list_models``: filtered by ``pipeline_tag`` (and ``search``), sorted by
+``HfApi.list_models``: filtered by ``pipeline_tag`` (and ``filter`` tags,
+``search`` in the id), sorted by
 ``sort`` descending, cut at ``limit``.  Query strings are kept in
 :attr:`FakeHF.hub_queries`.
 
@@ -281,6 +282,10 @@ class FakeHF:
         models = list(self.hub_models)
         if tag := query.get("pipeline_tag"):
             models = [m for m in models if m.get("pipeline_tag") == tag]
+        for tag in request.query.getall("filter", []):
+            models = [
+                m for m in models if tag in (m.get("tags") or ()) or tag == m.get("library_name")
+            ]
         if search := query.get("search"):
             models = [m for m in models if search.casefold() in str(m.get("id", "")).casefold()]
         if sort := query.get("sort"):

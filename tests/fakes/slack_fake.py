@@ -52,6 +52,7 @@ class Call:
     token: str | None
     at: float  # time.monotonic()
     http_method: str = "POST"
+    result: dict[str, Any] = field(default_factory=dict)  # what the fake answered
 
 
 @dataclass
@@ -175,20 +176,21 @@ class FakeSlack:
                 args.update(parse_qsl(raw.decode(), keep_blank_values=True))
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else args.get("token")
-        await self._record(Call(method, args, token, time.monotonic(), request.method))
-
+        call = Call(method, args, token, time.monotonic(), request.method)
+        status, body, headers = 200, {"ok": True}, {}
         if self._rate_limits.get(method):
             self._rate_limits[method] -= 1
-            return web.json_response(
-                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "0"}
-            )
-        if self._errors.get(method):
-            return web.json_response({"ok": False, "error": self._errors[method].pop(0)})
-        if not token:
-            return web.json_response({"ok": False, "error": "not_authed"})
-        body: dict[str, Any] = {"ok": True, **self._answer(method, args)}
-        body.update(self.answers.get(method, {}))
-        return web.json_response(body)
+            status, body, headers = 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "0"}
+        elif self._errors.get(method):
+            body = {"ok": False, "error": self._errors[method].pop(0)}
+        elif not token:
+            body = {"ok": False, "error": "not_authed"}
+        else:
+            body.update(self._answer(method, args))
+            body.update(self.answers.get(method, {}))
+        call.result = body
+        await self._record(call)
+        return web.json_response(body, status=status, headers=headers)
 
     def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         if method == "auth.test":

@@ -27,16 +27,22 @@ async def test_empty_conversation(repo: Repo) -> None:
 
 async def test_round_trip(repo: Repo, media_store: MediaStore) -> None:
     photo = await stored(media_store, "photo.png", b"png-bytes")
-    gen = await stored(
-        media_store, "image-1.png", b"gen-bytes", source="generated", task_id=0
-    )
+    gen = await stored(media_store, "image-1.png", b"gen-bytes", source="generated", task_id=0)
     speech = await stored(
-        media_store, "speech-1.wav", b"wav", kind="audio", mime="audio/wav",
-        source="generated", task_id=1,
+        media_store,
+        "speech-1.wav",
+        b"wav",
+        kind="audio",
+        mime="audio/wav",
+        source="generated",
+        task_id=1,
     )
     first = turn(
-        CHANNEL, "draw a cat like this", "here it is",
-        uploads=(photo,), files=(gen, speech),
+        CHANNEL,
+        "draw a cat like this",
+        "here it is",
+        uploads=(photo,),
+        files=(gen, speech),
         tasks=(task(0, files=("image-1.png",)), task(1, "text-to-speech", ("speech-1.wav",))),
     )
     saved = await repo.save_turn(first)
@@ -51,7 +57,10 @@ async def test_round_trip(repo: Repo, media_store: MediaStore) -> None:
         ("assistant", "you're welcome", None),
     ]
     assert [t.handles for t in history.turns] == [
-        ("photo.png",), ("image-1.png", "speech-1.wav"), (), ()
+        ("photo.png",),
+        ("image-1.png", "speech-1.wav"),
+        (),
+        (),
     ]
     created = [t.created_at for t in history.turns]
     assert created == sorted(created) and all(c.tzinfo is not None for c in created)
@@ -92,8 +101,14 @@ async def test_taken_handle_is_reallocated_on_save(repo: Repo, media_store: Medi
     gen = await stored(media_store, "photo.png", b"three", source="generated", task_id=0)
     await repo.save_turn(turn(CHANNEL, "first", "ok", uploads=(a,)))
     saved = await repo.save_turn(
-        turn(CHANNEL, "second", "ok", uploads=(b,), files=(gen,),
-             tasks=(task(0, files=("photo.png",)),))
+        turn(
+            CHANNEL,
+            "second",
+            "ok",
+            uploads=(b,),
+            files=(gen,),
+            tasks=(task(0, files=("photo.png",)),),
+        )
     )
     assert [r.handle for r in saved] == ["photo-2.png", "photo-3.png"]
     assert saved[0].sha256 == b.sha256 and saved[1].sha256 == gen.sha256
@@ -107,9 +122,7 @@ async def test_taken_handle_is_reallocated_on_save(repo: Repo, media_store: Medi
     assert run.result["files"] == ["photo-3.png"]
 
 
-async def test_concurrent_savers_never_share_a_handle(
-    repo: Repo, media_store: MediaStore
-) -> None:
+async def test_concurrent_savers_never_share_a_handle(repo: Repo, media_store: MediaStore) -> None:
     uploads = [await stored(media_store, "photo.png", bytes([i])) for i in range(4)]
     saved = await asyncio.gather(
         *(repo.save_turn(turn(CHANNEL, f"q{i}", "a", uploads=(u,))) for i, u in enumerate(uploads))
@@ -166,8 +179,9 @@ async def test_forget_everything(repo: Repo, media_store: MediaStore) -> None:
 async def test_forget_one_users_turns(repo: Repo, media_store: MediaStore) -> None:
     mine = await stored(media_store, "mine.png", b"mine")
     made = await stored(media_store, "made.png", b"made", source="generated", task_id=0)
-    await repo.save_turn(turn(CHANNEL, "mine 1", "reply 1", uploads=(mine,), files=(made,),
-                              tasks=(task(0),)))
+    await repo.save_turn(
+        turn(CHANNEL, "mine 1", "reply 1", uploads=(mine,), files=(made,), tasks=(task(0),))
+    )
     theirs = await stored(media_store, "theirs.png", b"theirs")
     await repo.save_turn(turn(CHANNEL, "theirs", "reply 2", user="u2", uploads=(theirs,)))
     await repo.save_turn(turn(CHANNEL, "mine 2", "reply 3"))
@@ -190,8 +204,11 @@ async def test_claim_event_once(repo: Repo) -> None:
 
 async def test_claim_event_prunes_old_rows(repo: Repo) -> None:
     async with repo.db.sessions() as s, s.begin():
-        s.add(ProcessedEvent(source="slack", event_id="old",
-                             created_at=datetime.now(UTC) - timedelta(days=2)))
+        s.add(
+            ProcessedEvent(
+                source="slack", event_id="old", created_at=datetime.now(UTC) - timedelta(days=2)
+            )
+        )
     assert await repo.claim_event("slack", "new")
     async with repo.db.sessions() as s:
         ids = set((await s.scalars(sa.select(ProcessedEvent.event_id))).all())
@@ -230,10 +247,12 @@ async def test_failing_save_leaves_nothing(repo: Repo, media_store: MediaStore) 
     sa.event.listen(repo.db.engine.sync_engine, "before_cursor_execute", explode)
     try:
         for key in (CHANNEL, new_key):
-            with pytest.raises(StoreUnavailable, match="save the turn"):
+            with pytest.raises(StoreUnavailable, match="save the turn") as info:
                 await repo.save_turn(
-                    turn(key, "q", "a", uploads=(r,), files=(g,), tasks=(task(0),))
+                    turn(key, "private words", "a", uploads=(r,), files=(g,), tasks=(task(0),))
                 )
+            assert "disk I/O error" in str(info.value)
+            assert "private words" not in str(info.value)  # no SQL parameters in messages
     finally:
         sa.event.remove(repo.db.engine.sync_engine, "before_cursor_execute", explode)
     after = {m: await count(repo.db, m) for m in (Conversation, Message, ResourceRow, TaskRun)}

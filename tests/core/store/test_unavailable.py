@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -32,6 +33,11 @@ async def dead_repo(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     db = Database(url, connect_timeout=2)
     yield Repo(db, MediaStore(tmp_path / "media"))
     await db.aclose()
+    # aiosqlite stops the worker thread of a failed connect without awaiting
+    # it; let those threads finish while this loop can still take their reply.
+    for thread in threading.enumerate():
+        if thread.name.endswith("(_connection_worker_thread)"):
+            await asyncio.to_thread(thread.join, 5)
 
 
 async def test_every_call_says_store_unavailable(dead_repo: Repo) -> None:

@@ -1,0 +1,178 @@
+"""Refresh the model catalog from the Hub's model list (``models refresh``).
+
+For each task we ask ``HfApi.list_models`` for the most downloaded models with
+that pipeline tag.  Two tasks are not plain pipeline tags on today's Hub:
+
+* ``conversational`` — the Hub retired that pipeline tag; chat models are
+  ``text-generation`` models tagged ``conversational``, so we filter on both.
+* ``controlnet-sd`` — ControlNets carry no pipeline tag of their own (some say
+  text-to-image, many nothing), so we search ids for "controlnet" among models
+  tagged ``diffusers``: that finds lllyasviel/sd-controlnet-* and its peers and
+  skips the LoRAs and pipelines that only mention ControlNet in their cards.
+
+``HfApi`` is synchronous, so each query runs in a worker thread, a few at a
+time.  Descriptions are generated from the pipeline tag, library and the
+meaningful tags (not copied from model cards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+from core.catalog import Catalog, ModelInfo
+from core.errors import BotError, ConfigError, RunFailed
+from core.tasks import canonical_task
+
+# Extra list_models arguments per task; the default is {"pipeline_tag": task}.
+QUERIES: dict[str, dict[str, Any]] = {
+    "conversational": {"pipeline_tag": "text-generation", "filter": "conversational"},
+    "controlnet-sd": {"search": "controlnet", "filter": "diffusers"},
+}
+
+# Tags that say nothing about what a model does.
+_NOISE_PREFIXES = ("license:", "region:", "arxiv:", "dataset:", "base_model:", "doi:", "co2_eq")
+_NOISE = {
+    "transformers", "pytorch", "tf", "jax", "safetensors", "onnx", "endpoints_compatible",
+    "autotrain_compatible", "has_space", "text-generation-inference", "inference_endpoints",
+    "deploy:azure", "model-index", "tensorboard", "generated_from_trainer", "custom_code",
+}  # fmt: skip
+_DESCRIPTION_MAX = 200
+
+
+def useful_tags(tags: Sequence[str], *, drop: Sequence[str] = ()) -> list[str]:
+    """The tags worth showing: no licences, regions, papers, formats or repeats."""
+    out: list[str] = []
+    for tag in tags:
+        if tag in _NOISE or tag in drop or tag in out or tag.startswith(_NOISE_PREFIXES):
+            continue
+        out.append(tag)
+    return out
+
+
+def describe(task: str, pipeline_tag: str | None, library: str | None, tags: Sequence[str]) -> str:
+    """A one-line generated description, e.g. "image-classification model
+    (timm); tags: vision, imagenet-1k"."""
+    head = f"{pipeline_tag or task} model"
+    if library:
+        head += f" ({library})"
+    shown = useful_tags(tags, drop=(task, pipeline_tag or "", library or ""))[:6]
+    text = f"{head}; tags: {', '.join(shown)}" if shown else head
+    return text if len(text) <= _DESCRIPTION_MAX else text[: _DESCRIPTION_MAX - 1] + "…"
+
+
+def _to_model(task: str, info: Any) -> ModelInfo:
+    tags = [str(t) for t in (info.tags or [])]
+    return ModelInfo(
+        id=str(info.id),
+        task=task,
+        downloads=int(info.downloads or 0),
+        likes=int(info.likes or 0),
+        description=describe(task, info.pipeline_tag, info.library_name, tags),
+        tags=tuple(useful_tags(tags)[:8]),
+    )
+
+
+def _hub_error(error: Exception, endpoint: str, task: str) -> BotError:
+    """Who is at fault, by exception type and status code."""
+    if isinstance(error, OfflineModeIsEnabled):
+        return ConfigError("HF_HUB_OFFLINE is set, so the Hub cannot be asked; unset it to refresh")
+    if isinstance(error, HfHubHTTPError):
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        if status in (401, 403):
+            return ConfigError(
+                f"the Hub at {endpoint} refused the credentials (HTTP {status}); check HF_TOKEN"
+            )
+        if status == 404:
+            return ConfigError(
+                f"{endpoint} does not serve the Hub API (HTTP 404 on /api/models); check HF_ENDPOINT"
+            )
+        return RunFailed(
+            f"the Hub at {endpoint} answered HTTP {status} while listing {task} models; "
+            "try again later"
+        )
+    if isinstance(error, httpx2.HTTPError | httpx2.InvalidURL | OSError):
+        return RunFailed(
+            f"could not reach the Hub at {endpoint} ({type(error).__name__}); "
+            "check the network or HF_ENDPOINT"
+        )
+    return RunFailed(f"the Hub at {endpoint} sent an unreadable model list for {task}")
+
+
+async def refresh_catalog(
+    *,
+    endpoint: str,
+    token: str | None,
+    tasks: Sequence[str],
+    per_task: int = 5,
+    concurrency: int = 4,
+    keep: Catalog | None = None,
+) -> Catalog:
+    """The top ``per_task`` models by downloads for each of ``tasks`` (names or
+    aliases).  A task the Hub has no model for keeps ``keep``'s models, when
+    given.  Raises ConfigError (bad token, endpoint, task names) or RunFailed
+    (the Hub failed or could not be reached)."""
+    if per_task < 1:
+        raise ConfigError(f"per_task must be at least 1, not {per_task}")
+    canonical = {t: canonical_task(t) for t in tasks}
+    unknown = sorted(t for t, c in canonical.items() if c is None)
+    if unknown:
+        raise ConfigError(f"unknown task(s) for the catalog: {', '.join(unknown)}")
+    wanted = list(dict.fromkeys(c for c in canonical.values() if c))
+    api = HfApi(endpoint=endpoint.rstrip("/"), token=token or None)
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    def fetch(task: str) -> list[ModelInfo]:
+        query = QUERIES.get(task, {"pipeline_tag": task})
+        found = api.list_models(**query, sort="downloads", limit=per_task)
+        return [_to_model(task, m) for m in found]
+
+    async def one(task: str) -> list[ModelInfo]:
+        async with gate:
+            try:
+                return await asyncio.to_thread(fetch, task)
+            except Exception as e:  # classified by type and status in _hub_error
+                raise _hub_error(e, endpoint, task) from e
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            jobs = {task: group.create_task(one(task)) for task in wanted}
+    except BaseExceptionGroup as eg:
+        first = next((e for e in eg.exceptions if isinstance(e, BotError)), None)
+        if first is None:
+            raise
+        raise first from None
+
+    models: list[ModelInfo] = []
+    for task, job in jobs.items():
+        found = job.result()
+        if not found and keep is not None:
+            found = keep.models(task)
+        models.extend(found)
+    return Catalog(models)
+
+
+def write_catalog(catalog: Catalog, path: str | Path) -> Path:
+    """Write ``catalog`` as JSONL atomically (temp file in the same folder, then
+    rename), so a reader never sees half a catalog."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(catalog.to_jsonl())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

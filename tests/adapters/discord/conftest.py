@@ -1,0 +1,78 @@
+"""A logged-in DiscordBot on the fake Discord server, with the real agent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from adapters.discord import DiscordBot, DiscordConfig
+from core.types import AgentAPI
+from tests.fakes.agent_fixture import AgentEnv
+from tests.fakes.discord_fake import FakeDiscord
+
+TEST_CONFIG = DiscordConfig(
+    cdn_hosts=frozenset({"127.0.0.1"}),
+    cdn_schemes=frozenset({"http"}),
+    status_interval=0.05,
+)
+
+
+async def settle(within: float = 20.0) -> None:
+    """Wait for every command invocation and message handler discord.py started."""
+    running = [
+        t
+        for t in asyncio.all_tasks()
+        if t.get_name() == "CommandTree-invoker" or t.get_name().startswith("discord.py: on_")
+    ]
+    if running:
+        await asyncio.wait_for(asyncio.gather(*running), within)
+
+
+@asynccontextmanager
+async def running_bot(
+    agent: AgentAPI, config: DiscordConfig = TEST_CONFIG
+) -> AsyncIterator[DiscordBot]:
+    async with DiscordBot(agent, config) as bot:
+        await bot.login("fake-token")
+        yield bot
+
+
+@dataclass
+class Harness:
+    fake: FakeDiscord
+    bot: DiscordBot
+    env: AgentEnv
+
+    async def interact(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Deliver an INTERACTION_CREATE as the gateway would, wait for it to finish."""
+        self.bot._connection.parse_interaction_create(payload)  # type: ignore[arg-type]
+        await settle()
+        return payload
+
+    async def post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Deliver a MESSAGE_CREATE, wait for the handler to finish."""
+        self.bot._connection.parse_message_create(payload)  # type: ignore[arg-type]
+        await settle()
+        return payload
+
+
+@pytest.fixture
+def discord_config() -> DiscordConfig:
+    return TEST_CONFIG
+
+
+@pytest.fixture
+async def harness(
+    discord_fake: FakeDiscord, agent_env: AgentEnv, discord_config: DiscordConfig
+) -> AsyncIterator[Harness]:
+    async with running_bot(agent_env.agent, discord_config) as bot:
+        yield Harness(discord_fake, bot, agent_env)
+
+
+def config(**changes: Any) -> DiscordConfig:
+    return replace(TEST_CONFIG, **changes)

@@ -1,0 +1,150 @@
+"""The Slack app under test: the real Bolt app, served over HTTP on 127.0.0.1,
+its Web API client pointed at the fake Slack, and a real Agent behind it.
+
+``slack_bot`` posts signed Events API requests the way Slack does and times
+the ack; ``SpyAgent`` wraps the agent to let tests await what it was asked
+(``claim_event`` results, requests) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack import SlackConfig, build_app, serve_http
+from core.types import (
+    AgentAPI,
+    ConversationKey,
+    ModelChoice,
+    PlanPreview,
+    ProgressSink,
+    Reply,
+    Request,
+    Resource,
+)
+from tests.fakes.agent_fixture import AgentEnv
+from tests.fakes.slack_fake import BOT_TOKEN, SIGNING_SECRET, FakeSlack, signed_request
+
+
+class SpyAgent:
+    """Delegates to a real agent and records what the adapter asked of it."""
+
+    def __init__(self, inner: AgentAPI) -> None:
+        self.inner = inner
+        self.requests: list[Request] = []
+        self.claims: list[tuple[str, bool]] = []
+        self.fail_with: Exception | None = None  # raise from handle() (a crash)
+        self._changed = asyncio.Condition()
+
+    async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
+        self.requests.append(request)
+        if self.fail_with is not None:
+            raise self.fail_with
+        return await self.inner.handle(request, progress)
+
+    async def plan_only(self, request: Request) -> PlanPreview:
+        return await self.inner.plan_only(request)
+
+    async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
+        return await self.inner.forget(conversation, user_id)
+
+    def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
+        return self.inner.models(task)
+
+    async def claim_event(self, source: str, event_id: str) -> bool:
+        fresh = await self.inner.claim_event(source, event_id)
+        async with self._changed:
+            self.claims.append((event_id, fresh))
+            self._changed.notify_all()
+        return fresh
+
+    async def read_file(self, resource: Resource) -> bytes:
+        return await self.inner.read_file(resource)
+
+    async def wait_claims(self, count: int, timeout: float = 10.0) -> list[tuple[str, bool]]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.claims) >= count), timeout)
+        return list(self.claims)
+
+
+@dataclass
+class Delivery:
+    status: int
+    seconds: float  # from sending the request to receiving the ack
+    body: str
+    acked_at: float  # time.monotonic() when the ack arrived
+
+
+@dataclass
+class SlackBot:
+    """The running app and the means to talk to it like Slack does."""
+
+    fake: FakeSlack
+    app: AsyncApp
+    config: SlackConfig
+    url: str
+    session: aiohttp.ClientSession
+    agent: SpyAgent
+    _runners: list[web.AppRunner] = field(default_factory=list)
+
+    async def deliver(self, body: dict[str, Any], **sign: Any) -> Delivery:
+        """Sign ``body`` and POST it to /slack/events (``retry_num``, ``secret``…)."""
+        raw, headers = signed_request(body, sign.pop("secret", SIGNING_SECRET), **sign)
+        return await self.post_raw(raw, headers)
+
+    async def post_raw(self, raw: str, headers: dict[str, str]) -> Delivery:
+        start = time.monotonic()
+        async with self.session.post(self.url, data=raw.encode(), headers=headers) as response:
+            text = await response.text()
+        now = time.monotonic()
+        return Delivery(response.status, now - start, text, now)
+
+
+BotFactory = Callable[..., Awaitable[SlackBot]]
+
+
+@pytest.fixture
+async def make_slack_bot(slack_fake: FakeSlack) -> AsyncIterator[BotFactory]:
+    """``await make_slack_bot(agent, **config_overrides)`` → a served :class:`SlackBot`."""
+    runners: list[web.AppRunner] = []
+    session = aiohttp.ClientSession()
+
+    async def make(agent: AgentAPI, **overrides: Any) -> SlackBot:
+        config = SlackConfig(
+            bot_token=BOT_TOKEN,
+            signing_secret=SIGNING_SECRET,
+            http_port=0,
+            api_url=slack_fake.base_url,
+            status_interval=0.05,
+        )
+        config = replace(config, **overrides)
+        client = AsyncWebClient(token=config.bot_token, base_url=config.base_url)
+        spy = agent if isinstance(agent, SpyAgent) else SpyAgent(agent)
+        app = build_app(spy, config, client)
+        runner = await serve_http(app, config, host="127.0.0.1")
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        url = f"http://127.0.0.1:{port}{config.http_path}"
+        return SlackBot(slack_fake, app, config, url, session, spy)
+
+    try:
+        yield make
+    finally:
+        await session.close()
+        for runner in runners:
+            await runner.cleanup()
+
+
+@pytest.fixture
+async def slack_bot(make_slack_bot: BotFactory, agent_env: AgentEnv) -> SlackBot:
+    """The Slack app in front of the real agent (``agent_env``'s fakes)."""
+    return await make_slack_bot(agent_env.agent)

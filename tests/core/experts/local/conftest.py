@@ -1,0 +1,118 @@
+"""Fixtures of the local-inference tests: tiny models built once per session.
+
+These tests need the ``local`` extra (torch, transformers, diffusers), which
+the shared dev virtualenv does not have.  Outside CI they are skipped when it
+is missing; in CI (``CI`` set) they run regardless, so a missing install
+fails loudly instead of hiding the feature.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from core.experts.local import LocalExpert
+
+STACK = ("torch", "transformers", "diffusers")
+MISSING = [m for m in STACK if importlib.util.find_spec(m) is None]
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not MISSING or os.environ.get("CI"):
+        return
+    skip = pytest.mark.skip(reason=f"local extra not installed ({', '.join(MISSING)})")
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(skip)
+
+
+def _build(factory: pytest.TempPathFactory, name: str, builder: str) -> Path:
+    from tests.core.experts.local import tiny_models
+
+    build: Callable[[Path], Path] = getattr(tiny_models, builder)
+    return build(factory.mktemp("models") / name)
+
+
+@pytest.fixture(scope="session")
+def models_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """LOCAL_MODELS_DIR of these tests: ids resolve under it."""
+    return tmp_path_factory.mktemp("local_models")
+
+
+@pytest.fixture(scope="session")
+def text_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "text-cls", "text_classifier")
+
+
+@pytest.fixture(scope="session")
+def token_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "token-cls", "token_classifier")
+
+
+@pytest.fixture(scope="session")
+def question_answerer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "qa", "question_answerer")
+
+
+@pytest.fixture(scope="session")
+def image_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "image-cls", "image_classifier")
+
+
+@pytest.fixture(scope="session")
+def object_detector(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "detector", "object_detector")
+
+
+@pytest.fixture(scope="session")
+def segmenter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "segmenter", "segmenter")
+
+
+@pytest.fixture(scope="session")
+def video_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "video-cls", "video_classifier")
+
+
+@pytest.fixture(scope="session")
+def audio_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "audio-cls", "audio_classifier")
+
+
+@pytest.fixture(scope="session")
+def stable_diffusion(models_root: Path) -> Path:
+    """Saved as the ControlNet base id resolves: ``owner/name`` under the root."""
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.stable_diffusion(models_root / "tiny" / "stable-diffusion")
+
+
+@pytest.fixture(scope="session")
+def canny_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    """A bare ControlNet in the ``owner--name`` layout, next to its base model."""
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.controlnet(models_root / "tiny--sd-controlnet-canny")
+
+
+@pytest.fixture(scope="session")
+def text_to_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "t2v", "text_to_video")
+
+
+@pytest.fixture
+async def expert(models_root: Path):  # type: ignore[no-untyped-def]
+    ex = LocalExpert(
+        models_dir=models_root,
+        max_loaded=4,
+        device="cpu",
+        controlnet_base="tiny/stable-diffusion",
+        diffusion_steps=2,
+    )
+    yield ex
+    await ex.aclose()

@@ -1,0 +1,584 @@
+"""A loopback Discord REST server, so tests drive the real ``discord.py``.
+
+``discord.http.Route.BASE`` is pointed at the fake (this also covers
+webhooks, i.e. interaction follow-ups) for as long as the fake runs.  It
+answers what a bot needs: login (``GET /users/@me``,
+``GET /oauth2/applications/@me``), interaction callbacks (the
+``?with_response=1`` shape), webhook follow-ups and edits, channel messages,
+typing, and command syncs.  Every request is recorded as a
+:class:`DiscordCall` with its JSON body and multipart files, and tests wait
+for calls with :meth:`FakeDiscord.wait_for` (no sleeps).
+
+It also plays Discord's CDN: :meth:`FakeDiscord.attachment` stores bytes under
+``/cdn/…`` and returns the attachment payload pointing there.  Payload
+builders (:meth:`FakeDiscord.interaction`, :meth:`FakeDiscord.message`, …)
+produce complete gateway payloads for ``parse_interaction_create`` and
+``parse_message_create``.
+
+Every JSON answer carries ``Content-Type: application/json`` exactly:
+discord.py does not parse ``application/json; charset=utf-8``.
+
+Use the ``discord_fake`` fixture, or ``async with make_discord_fake() as fake``
+elsewhere (benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import discord.http
+import pytest
+from aiohttp import web
+
+APP_ID = 900000000000000001
+BOT_ID = 900000000000000002
+GUILD_ID = 700000000000000001
+CHANNEL_ID = 710000000000000001
+USER_ID = 720000000000000001
+DEFAULT_LIMIT = 10 * 1024 * 1024
+API = "/api/v10"
+
+
+@dataclass
+class FilePart:
+    field: str
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass
+class DiscordCall:
+    """One request the fake received (``at`` is ``time.monotonic()``)."""
+
+    method: str
+    path: str  # without the /api/v10 prefix
+    query: dict[str, str]
+    json: Any | None
+    files: list[FilePart] = field(default_factory=list)
+    at: float = 0.0
+
+    @property
+    def content(self) -> str | None:
+        return (self.json or {}).get("content") if isinstance(self.json, dict) else None
+
+    @property
+    def flags(self) -> int:
+        return int((self.json or {}).get("flags") or 0) if isinstance(self.json, dict) else 0
+
+
+@dataclass
+class _Failure:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    code: int
+    times: int
+
+
+def _json(payload: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(payload).encode(), status=status, content_type="application/json"
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class FakeDiscord:
+    """State, payload builders and assertions helpers; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.base_url = ""
+        self.calls: list[DiscordCall] = []
+        self.cdn: dict[str, bytes] = {}
+        self.cdn_requests: list[str] = []
+        self._ids = itertools.count(800000000000000001)
+        self._cond = asyncio.Condition()
+        self._failures: list[_Failure] = []
+        self._token_channels: dict[str, str] = {}
+        self.bot_user = {
+            "id": str(BOT_ID),
+            "username": "hugginggpt",
+            "discriminator": "0",
+            "global_name": "HuggingGPT",
+            "avatar": None,
+            "bot": True,
+            "verified": True,
+            "flags": 0,
+            "mfa_enabled": False,
+        }
+
+    # -- test API --------------------------------------------------------
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def find(self, method: str, pattern: str) -> list[DiscordCall]:
+        """Calls with this method whose path matches ``pattern`` (a regex, searched)."""
+        rx = re.compile(pattern)
+        return [c for c in self.calls if c.method == method and rx.search(c.path)]
+
+    async def wait_for(
+        self, method: str, pattern: str, count: int = 1, within: float = 10.0
+    ) -> list[DiscordCall]:
+        """Wait until at least ``count`` matching calls arrived; return them all."""
+
+        def enough() -> bool:
+            return len(self.find(method, pattern)) >= count
+
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(enough), within)
+        return self.find(method, pattern)
+
+    async def wait_until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(predicate), within)
+
+    def fail(self, method: str, pattern: str, status: int, code: int = 0, times: int = 1) -> None:
+        """Answer the next ``times`` matching calls with a Discord error."""
+        self._failures.append(_Failure(method, re.compile(pattern), status, code, times))
+
+    def callbacks(self, interaction_id: int | str) -> list[DiscordCall]:
+        return self.find("POST", rf"^/interactions/{interaction_id}/[^/]+/callback$")
+
+    def followups(self, token: str) -> list[DiscordCall]:
+        return self.find("POST", rf"^/webhooks/{APP_ID}/{re.escape(token)}$")
+
+    def edits(self, token: str) -> list[DiscordCall]:
+        return self.find("PATCH", rf"^/webhooks/{APP_ID}/{re.escape(token)}/messages/@original$")
+
+    # -- payload builders ------------------------------------------------
+
+    def user(self, user_id: int = USER_ID, name: str = "alice") -> dict[str, Any]:
+        return {
+            "id": str(user_id),
+            "username": name,
+            "discriminator": "0",
+            "global_name": name.title(),
+            "avatar": None,
+            "public_flags": 0,
+        }
+
+    def member(
+        self, user: dict[str, Any], roles: Iterable[int] = (), permissions: int = 0
+    ) -> dict[str, Any]:
+        return {
+            "user": user,
+            "roles": [str(r) for r in roles],
+            "joined_at": _now(),
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "pending": False,
+            "nick": None,
+            "avatar": None,
+            "premium_since": None,
+            "communication_disabled_until": None,
+            "permissions": str(permissions),
+        }
+
+    def text_channel(
+        self, channel_id: int = CHANNEL_ID, guild_id: int = GUILD_ID
+    ) -> dict[str, Any]:
+        return {
+            "id": str(channel_id),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": "general",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
+
+    def thread(
+        self, thread_id: int, parent_id: int = CHANNEL_ID, guild_id: int = GUILD_ID
+    ) -> dict[str, Any]:
+        return {
+            "id": str(thread_id),
+            "type": 11,
+            "guild_id": str(guild_id),
+            "parent_id": str(parent_id),
+            "owner_id": str(USER_ID),
+            "name": "a thread",
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
+        }
+
+    def dm_channel(self, channel_id: int, user: dict[str, Any]) -> dict[str, Any]:
+        return {"id": str(channel_id), "type": 1, "recipients": [user], "last_message_id": None}
+
+    def attachment(
+        self,
+        filename: str,
+        data: bytes,
+        content_type: str | None = None,
+        *,
+        declared_size: int | None = None,
+        url: str | None = None,
+    ) -> dict[str, Any]:
+        """Serve ``data`` on the fake CDN; the payload Discord would send for it."""
+        att_id = str(self.next_id())
+        key = f"{att_id}/{filename}"
+        self.cdn[key] = data
+        link = url or f"{self.base_url}/cdn/{key}"
+        payload: dict[str, Any] = {
+            "id": att_id,
+            "filename": filename,
+            "size": len(data) if declared_size is None else declared_size,
+            "url": link,
+            "proxy_url": link,
+        }
+        if content_type:
+            payload["content_type"] = content_type
+        return payload
+
+    def interaction(
+        self,
+        name: str,
+        options: dict[str, Any] | None = None,
+        *,
+        attachments: dict[str, dict[str, Any]] | None = None,
+        guild_id: int | None = GUILD_ID,
+        channel: dict[str, Any] | None = None,
+        user: dict[str, Any] | None = None,
+        roles: Iterable[int] = (),
+        permissions: int = 0,
+        size_limit: int = DEFAULT_LIMIT,
+    ) -> dict[str, Any]:
+        """An INTERACTION_CREATE payload for slash command ``name``.
+
+        ``options`` are string options; ``attachments`` maps option name to an
+        :meth:`attachment` payload (type 11, resolved by id).
+        """
+        interaction_id = self.next_id()
+        token = f"tok{interaction_id}"
+        user = user or self.user()
+        if channel is None:
+            channel = self.text_channel() if guild_id else self.dm_channel(self.next_id(), user)
+        self._token_channels[token] = channel["id"]
+        opts: list[dict[str, Any]] = [
+            {"name": k, "type": 3, "value": v} for k, v in (options or {}).items()
+        ]
+        resolved: dict[str, Any] = {}
+        for opt_name, att in (attachments or {}).items():
+            opts.append({"name": opt_name, "type": 11, "value": att["id"]})
+            resolved.setdefault("attachments", {})[att["id"]] = att
+        data: dict[str, Any] = {"id": str(self.next_id()), "name": name, "type": 1}
+        if opts:
+            data["options"] = opts
+        if resolved:
+            data["resolved"] = resolved
+        if guild_id:
+            data["guild_id"] = str(guild_id)
+        payload: dict[str, Any] = {
+            "id": str(interaction_id),
+            "application_id": str(APP_ID),
+            "type": 2,
+            "token": token,
+            "version": 1,
+            "channel_id": channel["id"],
+            "channel": channel,
+            "locale": "en-US",
+            "app_permissions": str(discord.Permissions.all().value),
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": str(guild_id)}
+            if guild_id
+            else {"1": user["id"]},
+            "context": 0 if guild_id else 1,
+            "attachment_size_limit": size_limit,
+            "data": data,
+        }
+        if guild_id:
+            payload["guild_id"] = str(guild_id)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = self.member(user, roles, permissions)
+        else:
+            payload["user"] = user
+        return payload
+
+    def message(
+        self,
+        content: str,
+        *,
+        channel_id: int = CHANNEL_ID,
+        guild_id: int | None = GUILD_ID,
+        author: dict[str, Any] | None = None,
+        mention_bot: bool = True,
+        attachments: Iterable[dict[str, Any]] = (),
+        roles: Iterable[int] = (),
+    ) -> dict[str, Any]:
+        """A MESSAGE_CREATE payload (a user's message, optionally mentioning the bot)."""
+        author = author or self.user()
+        payload = self._message_object(str(channel_id), content, author)
+        payload["mentions"] = [self.bot_user] if mention_bot else []
+        payload["attachments"] = list(attachments)
+        if guild_id:
+            payload["guild_id"] = str(guild_id)
+            member = self.member(author, roles)
+            member.pop("user")
+            payload["member"] = member
+        return payload
+
+    def guild(
+        self,
+        guild_id: int = GUILD_ID,
+        channels: Iterable[dict[str, Any]] = (),
+        threads: Iterable[dict[str, Any]] = (),
+        premium_tier: int = 0,
+    ) -> dict[str, Any]:
+        """A GUILD_CREATE payload, to put a guild in the client's cache."""
+        return {
+            "id": str(guild_id),
+            "name": "Test guild",
+            "icon": None,
+            "owner_id": str(USER_ID),
+            "unavailable": False,
+            "member_count": 2,
+            "large": False,
+            "premium_tier": premium_tier,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "roles": [
+                {
+                    "id": str(guild_id),
+                    "name": "@everyone",
+                    "color": 0,
+                    "hoist": False,
+                    "position": 0,
+                    "permissions": str(discord.Permissions.general().value),
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                }
+            ],
+            "channels": [{k: v for k, v in c.items() if k != "guild_id"} for c in channels],
+            "threads": list(threads),
+            "members": [],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "joined_at": _now(),
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "nsfw_level": 0,
+            "preferred_locale": "en-US",
+        }
+
+    def _message_object(
+        self, channel_id: str, content: str, author: dict[str, Any], files: list[FilePart] = ()
+    ) -> dict[str, Any]:
+        attachments = []
+        for part in files:
+            att_id = str(self.next_id())
+            attachments.append(
+                {
+                    "id": att_id,
+                    "filename": part.filename,
+                    "size": len(part.data),
+                    "url": f"{self.base_url}/cdn/{att_id}/{part.filename}",
+                    "proxy_url": f"{self.base_url}/cdn/{att_id}/{part.filename}",
+                    "content_type": part.content_type,
+                }
+            )
+        return {
+            "id": str(self.next_id()),
+            "channel_id": channel_id,
+            "type": 0,
+            "content": content,
+            "author": author,
+            "attachments": attachments,
+            "embeds": [],
+            "mentions": [],
+            "mention_roles": [],
+            "pinned": False,
+            "mention_everyone": False,
+            "tts": False,
+            "timestamp": _now(),
+            "edited_timestamp": None,
+            "flags": 0,
+            "components": [],
+        }
+
+    # -- server side -----------------------------------------------------
+
+    async def _record(self, request: web.Request) -> DiscordCall:
+        body: Any | None = None
+        files: list[FilePart] = []
+        if request.content_type.startswith("multipart/"):
+            reader = await request.multipart()
+            async for part in reader:
+                if part.name == "payload_json":
+                    body = json.loads(await part.text())
+                else:
+                    files.append(
+                        FilePart(
+                            part.name or "",
+                            part.filename or "",
+                            part.headers.get("Content-Type", ""),
+                            bytes(await part.read()),
+                        )
+                    )
+        elif request.can_read_body:
+            raw = await request.read()
+            body = json.loads(raw) if raw else None
+        path = request.path.removeprefix(API)
+        call = DiscordCall(request.method, path, dict(request.query), body, files, time.monotonic())
+        async with self._cond:
+            self.calls.append(call)
+            self._cond.notify_all()
+        return call
+
+    def _take_failure(self, call: DiscordCall) -> _Failure | None:
+        for failure in self._failures:
+            if failure.method == call.method and failure.pattern.search(call.path):
+                failure.times -= 1
+                if failure.times <= 0:
+                    self._failures.remove(failure)
+                return failure
+        return None
+
+    async def handle_api(self, request: web.Request) -> web.StreamResponse:
+        call = await self._record(request)
+        failure = self._take_failure(call)
+        if failure is not None:
+            return _json({"message": "simulated failure", "code": failure.code}, failure.status)
+        return self._answer(call)
+
+    def _answer(self, call: DiscordCall) -> web.StreamResponse:
+        m, path = call.method, call.path
+        if m == "GET" and path == "/users/@me":
+            return _json(self.bot_user)
+        if m == "GET" and path == "/oauth2/applications/@me":
+            return _json(
+                {
+                    "id": str(APP_ID),
+                    "name": "HuggingGPT",
+                    "icon": None,
+                    "description": "",
+                    "rpc_origins": [],
+                    "bot_public": True,
+                    "bot_require_code_grant": False,
+                    "owner": self.user(USER_ID, "owner"),
+                    "summary": "",
+                    "verify_key": "0" * 64,
+                    "flags": 0,
+                    "team": None,
+                }
+            )
+        if match := re.fullmatch(r"/interactions/(\d+)/([^/]+)/callback", path):
+            kind = int((call.json or {}).get("type", 0))
+            flags = int(((call.json or {}).get("data") or {}).get("flags") or 0)
+            return _json(
+                {
+                    "interaction": {
+                        "id": match[1],
+                        "type": 2,
+                        "response_message_loading": kind == 5,
+                        "response_message_ephemeral": bool(flags & 64),
+                    },
+                    "resource": {"type": kind},
+                }
+            )
+        if match := re.fullmatch(rf"/webhooks/{APP_ID}/([^/]+)(/messages/[^/]+)?", path):
+            channel_id = self._token_channels.get(match[1], str(CHANNEL_ID))
+            if m == "DELETE":
+                return web.Response(status=204)
+            body = self._message_object(
+                channel_id, (call.json or {}).get("content") or "", self.bot_user, call.files
+            )
+            body["webhook_id"] = str(APP_ID)
+            body["application_id"] = str(APP_ID)
+            body["flags"] = call.flags
+            return _json(body)
+        if match := re.fullmatch(r"/channels/(\d+)/messages(/\d+)?", path):
+            if m == "DELETE":
+                return web.Response(status=204)
+            body = self._message_object(
+                match[1], (call.json or {}).get("content") or "", self.bot_user, call.files
+            )
+            return _json(body)
+        if re.fullmatch(r"/channels/\d+/typing", path):
+            return web.Response(status=204)
+        if m == "PUT" and (
+            match := re.fullmatch(rf"/applications/{APP_ID}(?:/guilds/(\d+))?/commands", path)
+        ):
+            commands = []
+            for cmd in call.json or []:
+                commands.append(
+                    {
+                        **cmd,
+                        "id": str(self.next_id()),
+                        "application_id": str(APP_ID),
+                        "version": "1",
+                        **({"guild_id": match[1]} if match[1] else {}),
+                    }
+                )
+            return _json(commands)
+        return _json({"message": f"fake has no route {m} {path}", "code": 0}, 404)
+
+    async def handle_cdn(self, request: web.Request) -> web.StreamResponse:
+        key = request.match_info["key"]
+        self.cdn_requests.append(key)
+        data = self.cdn.get(key)
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
+
+
+@asynccontextmanager
+async def make_discord_fake() -> AsyncIterator[FakeDiscord]:
+    """Start the fake on 127.0.0.1 and point discord.py at it until exit."""
+    fake = FakeDiscord()
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_route("*", API + "/{tail:.*}", fake.handle_api)
+    app.router.add_get("/cdn/{key:.*}", fake.handle_cdn)
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    old_base = discord.http.Route.BASE
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        fake.base_url = f"http://127.0.0.1:{port}"
+        discord.http.Route.BASE = f"{fake.base_url}{API}"
+        yield fake
+    finally:
+        discord.http.Route.BASE = old_base
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def discord_fake() -> AsyncIterator[FakeDiscord]:
+    """A running fake Discord REST server + CDN, with discord.py pointed at it."""
+    async with make_discord_fake() as fake:
+        yield fake
