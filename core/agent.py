@@ -21,6 +21,7 @@ from core.execution import Executor, TaskOutcome, with_handles
 from core.llm import LLM
 from core.mediatypes import inspect_attachment, sniff
 from core.planning import (
+    RETRY_HINT,
     PlannedTask,
     build_planning_messages,
     check_plan,
@@ -274,9 +275,10 @@ class Agent:
                 return self._checked(raw2, handles, runnable)
             except PlanError as e2:
                 log.warning("request %s: second plan rejected: %s", req.request_id, e2)
+                why = str(e2).replace(RETRY_HINT, "").strip()
                 raise RunFailed(
                     "I could not turn your request into a workable plan "
-                    f"(the language model's plan was invalid twice: {e2}). "
+                    f"(the language model's plan was invalid twice: {why}) "
                     "Try rephrasing it, or name the files to use."
                 ) from e2
 

@@ -11,7 +11,9 @@ that pipeline tag.  Two tasks are not plain pipeline tags on today's Hub:
   skips the LoRAs and pipelines that only mention ControlNet in their cards.
 
 ``HfApi`` is synchronous, so each query runs in a worker thread, a few at a
-time.  Descriptions are generated from the pipeline tag, library and the
+time, after one quick probe: ``HfApi`` retries connection errors with
+backoff for about 25 s, so a wrong ``HF_ENDPOINT`` or a missing network is
+reported at once instead.  Descriptions are generated from the pipeline tag, library and the
 meaningful tags (not copied from model cards).
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 import httpx2
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+from huggingface_hub.utils import get_session
 
 from core.catalog import Catalog, ModelInfo
 from core.errors import BotError, ConfigError, RunFailed
@@ -81,6 +84,12 @@ def _to_model(task: str, info: Any) -> ModelInfo:
     )
 
 
+def _probe(endpoint: str) -> None:
+    """Fail fast when nothing answers at ``endpoint`` (any HTTP answer will do:
+    statuses are judged on the real queries, which retry transient ones)."""
+    get_session().get(f"{endpoint}/api/models", params={"limit": 1}, timeout=10)
+
+
 def _hub_error(error: Exception, endpoint: str, task: str) -> BotError:
     """Who is at fault, by exception type and status code."""
     if isinstance(error, OfflineModeIsEnabled):
@@ -127,7 +136,8 @@ async def refresh_catalog(
     if unknown:
         raise ConfigError(f"unknown task(s) for the catalog: {', '.join(unknown)}")
     wanted = list(dict.fromkeys(c for c in canonical.values() if c))
-    api = HfApi(endpoint=endpoint.rstrip("/"), token=token or None)
+    endpoint = endpoint.rstrip("/")
+    api = HfApi(endpoint=endpoint, token=token or None)
     gate = asyncio.Semaphore(max(1, concurrency))
 
     def fetch(task: str) -> list[ModelInfo]:
@@ -142,6 +152,10 @@ async def refresh_catalog(
             except Exception as e:  # classified by type and status in _hub_error
                 raise _hub_error(e, endpoint, task) from e
 
+    try:
+        await asyncio.to_thread(_probe, endpoint)
+    except (httpx2.HTTPError, httpx2.InvalidURL, OSError) as e:
+        raise _hub_error(e, endpoint, wanted[0] if wanted else "any") from e
     try:
         async with asyncio.TaskGroup() as group:
             jobs = {task: group.create_task(one(task)) for task in wanted}

@@ -57,7 +57,7 @@ _MEDIA_KEYS = {
 _LIST_KEYS = ("tasks", "plan", "task_list", "steps")
 _MAX_PROBLEMS = 5
 _MAX_LISTED = 30  # file handles named in one error message
-_FIX = "Answer again with the whole corrected JSON list only."
+RETRY_HINT = "Answer again with the whole corrected JSON list only."
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ def _task_items(text: str) -> list[Any]:
     if len(text) > MAX_CHARS:
         raise PlanError(
             f"Your answer is {len(text)} characters long; a plan must be under "
-            f"{MAX_CHARS}. Plan fewer tasks with shorter args. {_FIX}"
+            f"{MAX_CHARS}. Plan fewer tasks with shorter args. {RETRY_HINT}"
         )
     found = False
     try:
@@ -286,7 +286,7 @@ def _join(problems: list[str], hint: str = "") -> str:
     head = problems[:_MAX_PROBLEMS]
     more = len(problems) - len(head)
     tail = f" (and {more} more problems)" if more > 0 else ""
-    return "The plan is invalid: " + "; ".join(head) + tail + "." + hint + " " + _FIX
+    return "The plan is invalid: " + "; ".join(head) + tail + "." + hint + " " + RETRY_HINT
 
 
 # ------------------------------------------------------------------ validation
@@ -307,7 +307,7 @@ def check_plan(
     if len(plan) > max_tasks:
         raise PlanError(
             f"The plan has {len(plan)} tasks; use at most {max_tasks}. "
-            f"Combine or drop tasks. {_FIX}"
+            f"Combine or drop tasks. {RETRY_HINT}"
         )
     by_id = {t.id: t for t in plan}
     problems: list[str] = []

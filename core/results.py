@@ -139,6 +139,11 @@ class TaskResult:
                 {"label": s.label, "score": None if s.score is None else round(s.score, 4)}
                 for s in self.segments[:max_items]
             ]
+        if self.media:
+            out["files"] = [
+                {"handle": m.handle, "kind": m.kind, "mime": m.mime, "size": len(m.data)}
+                for m in self.media
+            ]
         if self.extra:
             out.update(self.extra)
         return out

@@ -79,21 +79,29 @@ async def serve_http(app: AsyncApp, config: SlackConfig, host: str = "0.0.0.0") 
     return runner
 
 
-async def run_slack(agent: AgentAPI, settings: Any) -> None:
+async def run_slack(
+    agent: AgentAPI, settings: Any, *, ready: asyncio.Event | None = None
+) -> None:
     """Run until cancelled: Socket Mode when ``SLACK_APP_TOKEN`` is set,
-    else the HTTP endpoint on ``SLACK_HTTP_PORT`` at ``/slack/events``."""
+    else the HTTP endpoint on ``SLACK_HTTP_PORT`` at ``/slack/events``.
+    ``ready`` is set once events can arrive."""
     config = SlackConfig.from_settings(settings)
     app = build_app(agent, config)
     if config.socket_mode:
         handler = AsyncSocketModeHandler(app, app_token=config.app_token)
         log.info("slack: connecting in Socket Mode")
         try:
-            await handler.start_async()
+            await handler.connect_async()
+            if ready is not None:
+                ready.set()
+            await asyncio.Event().wait()
         finally:
             await handler.close_async()
         return
     runner = await serve_http(app, config)
     try:
+        if ready is not None:
+            ready.set()
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()

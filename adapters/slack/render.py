@@ -23,6 +23,7 @@ _QUOTE = re.compile(r"^(\s*)>\s?")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _LINK = re.compile(r"!?\[(?P<text>[^\]]*)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _AUTOLINK = re.compile(r"<(?P<url>(?:https?|mailto):[^\s>]+)>")
+_BOLD_ITALIC = re.compile(r"\*\*\*(?=\S)(.+?)(?<=\S)\*\*\*")
 _BOLD = (
     re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"),
     re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)"),
@@ -93,6 +94,7 @@ def _inline(text: str) -> str:
     text = _LINK.sub(lambda m: keep(_link(m["url"], m["text"])), text)
     text = _AUTOLINK.sub(lambda m: keep(f"<{_url(m['url'])}>"), text)
     text = escape(text)
+    text = _BOLD_ITALIC.sub(lambda m: f"{_BOLD_MARK}_{m.group(1)}_{_BOLD_MARK}", text)
     for pattern in _BOLD:
         text = pattern.sub(lambda m: f"{_BOLD_MARK}{m.group(1)}{_BOLD_MARK}", text)
     text = _ITALIC.sub(r"_\1_", text)

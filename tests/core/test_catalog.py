@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -91,9 +92,9 @@ async def test_refresh_queries_the_hub_per_task(hub: FakeHF) -> None:
         tasks=["image-classification", "Text-CLS", "conversational", "controlnet-sd"],
         per_task=2,
     )
-    queries = sorted(
-        hub.hub_queries, key=lambda q: (q.get("pipeline_tag", ""), q.get("search", ""))
-    )
+    probe, *rest = hub.hub_queries
+    assert probe == {"limit": "1"}  # the quick reachability check
+    queries = sorted(rest, key=lambda q: (q.get("pipeline_tag", ""), q.get("search", "")))
     assert queries == [
         {"search": "controlnet", "filter": "diffusers", "sort": "downloads", "limit": "2"},
         {"pipeline_tag": "image-classification", "sort": "downloads", "limit": "2"},
@@ -134,7 +135,7 @@ async def test_refresh_writes_a_loadable_catalog(hub: FakeHF, tmp_path: Path) ->
     assert list(target.parent.iterdir()) == [target]  # no temp file left behind
     loaded = Catalog.load(target)
     assert loaded.all() == catalog.all()
-    assert len(hub.hub_queries) == len(TASKS)
+    assert len(hub.hub_queries) == 1 + len(TASKS)
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,7 @@ async def test_refresh_writes_a_loadable_catalog(hub: FakeHF, tmp_path: Path) ->
     ],
 )
 async def test_refresh_errors(hub: FakeHF, status: int, error: type, words: str) -> None:
-    hub.fail_hub(status)
+    hub.fail_hub(status, times=2)  # the probe ignores statuses; the query reports them
     with pytest.raises(error) as info:
         await refresh_catalog(
             endpoint=hub.base_url, token="hf_secret", tasks=["image-classification"]
@@ -155,11 +156,13 @@ async def test_refresh_errors(hub: FakeHF, status: int, error: type, words: str)
     assert "hf_secret" not in str(info.value)
 
 
-async def test_refresh_unreachable_hub(unused_tcp_port: int) -> None:
+async def test_refresh_unreachable_hub_fails_fast(unused_tcp_port: int) -> None:
+    started = time.monotonic()
     with pytest.raises(RunFailed, match="could not reach the Hub"):
         await refresh_catalog(
             endpoint=f"http://127.0.0.1:{unused_tcp_port}", token=None, tasks=["summarization"]
         )
+    assert time.monotonic() - started < 5  # no backoff retries
 
 
 async def test_refresh_rejects_unknown_tasks_and_bad_sizes() -> None:

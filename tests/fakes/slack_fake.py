@@ -71,6 +71,7 @@ class _Served:
     data: bytes
     content_type: str
     login_page: bool
+    chunked: bool = False
 
 
 @dataclass
@@ -135,15 +136,16 @@ class FakeSlack:
         served_type: str | None = None,
         login_page: bool = False,
         size: int | None = None,
+        chunked: bool = False,
     ) -> dict[str, Any]:
         """Serve ``data`` and return the Slack file object an event carries.
 
         ``login_page``: serve Slack's HTML sign-in page instead (what a bot
         without the ``files:read`` scope gets).  ``size`` overrides the
-        declared size.
+        declared size; ``chunked`` sends no Content-Length.
         """
         file_id = f"F{next(self._ids):07d}"
-        self._files[file_id] = _Served(data, served_type or mimetype, login_page)
+        self._files[file_id] = _Served(data, served_type or mimetype, login_page, chunked)
         url = f"{self.root}/files-pri/{TEAM_ID}-{file_id}/{name}"
         return {
             "id": file_id,
@@ -242,7 +244,7 @@ class FakeSlack:
         )
         return web.Response(text=f"OK - {len(data)}")
 
-    async def handle_download(self, request: web.Request) -> web.Response:
+    async def handle_download(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["key"].rsplit("-", 1)[-1]
         served = self._files.get(file_id)
         auth = request.headers.get("Authorization")
@@ -251,6 +253,14 @@ class FakeSlack:
             return web.Response(status=404, text="file not found")
         if served.login_page or auth != f"Bearer {BOT_TOKEN}":
             return web.Response(body=LOGIN_PAGE, content_type="text/html")
+        if served.chunked:
+            response = web.StreamResponse(headers={"Content-Type": served.content_type})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            for start in range(0, len(served.data), 8192):
+                await response.write(served.data[start : start + 8192])
+            await response.write_eof()
+            return response
         return web.Response(body=served.data, headers={"Content-Type": served.content_type})
 
 

@@ -110,7 +110,9 @@ def test_status_shows_stage_and_each_task_with_model_and_icon() -> None:
 
 
 def test_status_with_many_tasks_stays_within_a_message() -> None:
-    tasks = tuple(TaskState(i, "text-to-image", "m/" + "x" * 80, TaskStatus.DONE) for i in range(60))
+    tasks = tuple(
+        TaskState(i, "text-to-image", "m/" + "x" * 80, TaskStatus.DONE) for i in range(60)
+    )
     text = status_text(Progress(Stage.RUNNING, "", tasks))
     assert len(text) <= MESSAGE_LIMIT and text.endswith("more")
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from adapters.slack.render import (
@@ -114,9 +112,3 @@ def test_final_status_says_outcome_time_and_tasks() -> None:
         "⏭️ 1. image-classification — task 0 failed",
     ]
     assert final_status(Reply("no", error=True), 0.5) == "❌ *Failed* in 0.5 s"
-
-
-def test_resource_types_are_not_needed_for_rendering(tmp_path: Path) -> None:
-    # Reply.files never leak into the status text.
-    reply = Reply("x", tasks=())
-    assert "\n" not in final_status(reply, 1.0)

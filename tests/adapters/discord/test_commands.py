@@ -1,0 +1,232 @@
+"""Slash commands end to end: the real discord.py against the fake Discord
+server, the real Agent against the LLM and HF fakes.  Assertions are on what
+the fake Discord server received."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+import re
+
+import pytest
+from PIL import Image
+
+from adapters.discord.access import AccessPolicy
+from tests.adapters.discord.conftest import Harness, config, running_bot
+from tests.adapters.discord.helpers import fence_balanced, noisy_png, plan, step
+from tests.fakes.agent_fixture import AgentEnv, model_a
+from tests.fakes.discord_fake import GUILD_ID, FakeDiscord
+from tests.fakes.samples import sample_png
+
+EPHEMERAL = 64
+
+
+async def test_ask_defers_before_the_llm_then_edits_status_and_posts_files(
+    harness: Harness,
+) -> None:
+    h, fake = harness, harness.fake
+    h.env.llm.reply("plan", plan(step(0, "text-to-image", text="a red square")))
+    h.env.llm.reply("answer", "Here is your red square: image.png")
+    upload = fake.attachment("photo.png", sample_png(), "image/png")
+    p = await h.interact(
+        fake.interaction("ask", {"prompt": "draw a red square"}, attachments={"file1": upload})
+    )
+
+    [callback] = fake.callbacks(p["id"])
+    assert callback.json == {"type": 5}  # deferred, "thinking…"
+    assert callback.at < h.env.llm.events[0][0]  # before any LLM call
+    assert fake.cdn_requests == [f"{upload['id']}/photo.png"]  # the user's file was fetched
+    assert "photo.png" in str(h.env.llm.calls("plan")[0]["messages"])
+
+    edits = [c.content or "" for c in fake.edits(p["token"])]
+    assert any("🧠" in e for e in edits)
+    assert edits[-1].startswith("✅ Done in")
+    assert f"✅ `0` text-to-image · `{model_a('text-to-image')}`" in edits[-1]
+
+    [answer] = fake.followups(p["token"])
+    assert answer.content == "Here is your red square: image.png"
+    assert answer.json["allowed_mentions"] == {"parse": []}
+    [part] = answer.files
+    assert (part.field, part.filename) == ("files[0]", "image.png")
+    assert part.data == sample_png()  # what the HF fake generated
+    assert answer.json["attachments"] == [{"id": 0, "filename": "image.png"}]
+
+
+async def test_status_edits_are_at_most_once_per_interval(
+    discord_fake: FakeDiscord, agent_env: AgentEnv
+) -> None:
+    env = agent_env
+    env.llm.reply("plan", plan(*(step(i, "text-to-image", text=f"pic {i}") for i in range(3))))
+    env.hf.serve(model_a("text-to-image"), "text-to-image", delay=0.15)
+    async with running_bot(env.agent, config(status_interval=0.3)) as bot:
+        h = Harness(discord_fake, bot, env)
+        p = await h.interact(discord_fake.interaction("ask", {"prompt": "three pictures"}))
+    edits = discord_fake.edits(p["token"])
+    assert len(edits) >= 2
+    gaps = [b.at - a.at for a, b in itertools.pairwise(edits)]
+    assert all(g >= 0.28 for g in gaps), gaps
+    assert (edits[-1].content or "").startswith("✅ Done")
+    assert len(discord_fake.followups(p["token"])[-1].files) == 3
+
+
+async def test_long_answer_is_split_and_code_blocks_stay_whole(harness: Harness) -> None:
+    h, fake = harness, harness.fake
+    code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(120)) + "\n```"
+    prose = "\n".join(f"Paragraph {i}: " + "words " * 40 for i in range(12))
+    h.env.llm.reply("plan", "[]")
+    h.env.llm.reply("answer", f"{prose}\n{code}\nThat's all.")
+    p = await h.interact(fake.interaction("ask", {"prompt": "write a lot"}))
+    messages = [c.content or "" for c in fake.followups(p["token"])]
+    assert len(messages) >= 3
+    assert all(len(m) <= 2000 and fence_balanced(m) for m in messages)
+    assert any(code in m for m in messages)
+    assert messages[-1].endswith("That's all.")
+
+
+async def test_images_over_the_upload_limit_are_downscaled_others_are_named(
+    harness: Harness,
+) -> None:
+    h, fake = harness, harness.fake
+    big = noisy_png(200)  # ~120 KB
+    h.env.hf.serve(model_a("text-to-image"), "text-to-image", big)
+    h.env.llm.reply(
+        "plan",
+        plan(step(0, "text-to-image", text="noise"), step(1, "text-to-speech", text="hello")),
+    )
+    h.env.llm.reply("answer", "Made image.png and speech.wav.")
+    limit = 12_000  # sample_wav is ~16 KB
+    p = await h.interact(fake.interaction("ask", {"prompt": "noise, say hello"}, size_limit=limit))
+
+    [answer] = fake.followups(p["token"])
+    [part] = answer.files
+    assert part.filename == "image.jpg" and len(part.data) <= limit < len(big)
+    assert Image.open(io.BytesIO(part.data)).format == "JPEG"
+    assert "Made image.png and speech.wav." in (answer.content or "")
+    assert "`speech.wav`" in (answer.content or "") and "too large" in (answer.content or "")
+
+
+async def test_files_are_packed_within_the_limit_per_message(harness: Harness) -> None:
+    h, fake = harness, harness.fake
+    pictures = iter(noisy_png(40, seed) for seed in range(3))  # ~5 KB each
+    h.env.hf.serve(model_a("text-to-image"), "text-to-image", lambda call: next(pictures))
+    h.env.llm.reply("plan", plan(*(step(i, "text-to-image", text=f"p{i}") for i in range(3))))
+    p = await h.interact(fake.interaction("ask", {"prompt": "three"}, size_limit=11_000))
+    posts = fake.followups(p["token"])
+    assert sum(len(c.files) for c in posts) == 3
+    assert all(sum(len(f.data) for f in c.files) <= 11_000 for c in posts)
+    assert len(posts) >= 2 and posts[0].content and posts[-1].content is None
+
+
+async def test_thread_is_its_own_conversation_and_sees_the_parent_files(
+    harness: Harness,
+) -> None:
+    h, fake = harness, harness.fake
+    h.env.llm.reply("plan", plan(step(0, "text-to-image", text="a cat")))
+    await h.interact(fake.interaction("ask", {"prompt": "draw a cat"}))  # in the channel
+
+    thread = fake.thread(fake.next_id())
+    h.env.llm.reply("plan", plan(step(0, "image-classification", image="image.png")))
+    p = await h.interact(
+        fake.interaction("ask", {"prompt": "what is in image.png?"}, channel=thread)
+    )
+    second_plan = str(h.env.llm.calls("plan")[1]["messages"])
+    assert "image.png" in second_plan  # the parent's file is visible in the thread
+    assert h.env.hf.calls_for(model_a("image-classification"))  # and it ran on it
+    assert fake.followups(p["token"])
+
+    # the thread's history is separate: forgetting the thread keeps the channel
+    admin = await h.interact(fake.interaction("forget", channel=thread, permissions=1 << 13))
+    assert "Forgot 2" in (fake.followups(admin["token"])[0].content or "")
+    chan = await h.interact(fake.interaction("forget", permissions=1 << 13))
+    assert "Forgot 2" in (fake.followups(chan["token"])[0].content or "")
+
+
+async def test_forget_removes_own_messages_or_the_whole_channel_for_moderators(
+    harness: Harness,
+) -> None:
+    h, fake = harness, harness.fake
+    bob = fake.user(fake.next_id(), "bob")
+    await h.interact(fake.interaction("ask", {"prompt": "hello"}))
+    await h.interact(fake.interaction("ask", {"prompt": "hi"}, user=bob))
+
+    mine = await h.interact(fake.interaction("forget"))
+    [cb] = fake.callbacks(mine["id"])
+    assert cb.json == {"type": 5, "data": {"flags": EPHEMERAL}}
+    [msg] = fake.followups(mine["token"])
+    assert msg.flags & EPHEMERAL and msg.content == "🧹 Forgot 2 of your messages here."
+
+    moderator = await h.interact(fake.interaction("forget", user=bob, permissions=1 << 13))
+    [msg] = fake.followups(moderator["token"])
+    assert msg.content == "🧹 Forgot 2 of this conversation's messages here."
+
+
+async def test_plan_shows_tasks_and_models_without_running_them(harness: Harness) -> None:
+    h, fake = harness, harness.fake
+    h.env.llm.reply(
+        "plan",
+        plan(
+            step(0, "text-to-image", text="a fox"),
+            step(1, "image-to-text", [0], image="<resource>-0"),
+        ),
+    )
+    p = await h.interact(fake.interaction("plan", {"prompt": "draw a fox and describe it"}))
+    assert fake.callbacks(p["id"])[0].json == {"type": 5}
+    [shown] = fake.edits(p["token"])
+    text = shown.content or ""
+    assert "2 tasks" in text and "nothing was run" in text
+    assert f"`0` **text-to-image** → `{model_a('text-to-image')}`" in text
+    assert f"`1` **image-to-text** after 0 → `{model_a('image-to-text')}`" in text
+    assert h.env.hf.calls == []  # planned only
+    assert h.env.llm.calls("answer") == []
+
+
+async def test_failed_agent_call_is_a_short_ephemeral_message(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    h, fake = harness, harness.fake
+    h.env.llm.fail(500, times=5)
+    with caplog.at_level(logging.INFO):
+        p = await h.interact(fake.interaction("ask", {"prompt": "anything"}))
+    edits = [c.content or "" for c in fake.edits(p["token"])]
+    status = re.fullmatch(r"❌ That did not work \(request `(\w+)`\)", edits[-1])
+    assert status, edits
+    rid = status[1]
+    [note] = fake.followups(p["token"])
+    assert note.flags & EPHEMERAL and note.content and len(note.content) < 500
+    assert any(rid in r.getMessage() for r in caplog.records if r.name.startswith("core."))
+
+
+async def test_models_and_help_answer_ephemerally_at_once(harness: Harness) -> None:
+    h, fake = harness, harness.fake
+    p = await h.interact(fake.interaction("models", {"task": "Text-to-Image"}))
+    [cb] = fake.callbacks(p["id"])
+    assert cb.json["type"] == 4 and cb.json["data"]["flags"] == EPHEMERAL
+    content = cb.json["data"]["content"]
+    assert content.startswith("**text-to-image**") and model_a("text-to-image") in content
+
+    p = await h.interact(fake.interaction("help"))
+    assert "/ask" in fake.callbacks(p["id"])[0].json["data"]["content"]
+
+
+async def test_too_large_attachment_is_refused_before_deferring(harness: Harness) -> None:
+    h, fake = harness, harness.fake
+    upload = fake.attachment("huge.bin", b"x", declared_size=100 * 1024 * 1024)
+    p = await h.interact(fake.interaction("ask", {"prompt": "x"}, attachments={"file1": upload}))
+    [cb] = fake.callbacks(p["id"])
+    assert cb.json["type"] == 4 and cb.json["data"]["flags"] == EPHEMERAL
+    assert "huge.bin" in cb.json["data"]["content"]
+    assert fake.cdn_requests == [] and h.env.llm.calls() == []
+
+
+async def test_denied_guild_gets_an_ephemeral_refusal(
+    discord_fake: FakeDiscord, agent_env: AgentEnv
+) -> None:
+    policy = AccessPolicy(denied_guilds=frozenset({GUILD_ID}))
+    async with running_bot(agent_env.agent, config(access=policy)) as bot:
+        h = Harness(discord_fake, bot, agent_env)
+        p = await h.interact(discord_fake.interaction("ask", {"prompt": "x"}))
+    [cb] = discord_fake.callbacks(p["id"])
+    assert cb.json["type"] == 4 and cb.json["data"]["flags"] == EPHEMERAL
+    assert cb.json["data"]["content"] == "❌ I'm not enabled in this server."
+    assert agent_env.llm.calls() == []

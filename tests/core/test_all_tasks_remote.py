@@ -1,0 +1,89 @@
+"""Every task the hosted inference API serves, end to end through the agent:
+plan → selection → the real AsyncInferenceClient → the HF fake → the store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.experts import media
+from core.tasks import TASKS
+from core.types import Attachment, ConversationKey, Request, TaskStatus
+from tests.fakes.agent_fixture import REMOTE_TASKS, AgentEnv, model_a
+from tests.fakes.samples import sample_png, sample_wav
+
+KEY = ConversationKey("cli", "local", "all-tasks", None)
+
+ARGS = {
+    "tabular-classification": {"text": "age,income\n42,50000"},
+    "question-answering": {"text": "Who wrote it?\nThe book was written by Clara."},
+    "visual-question-answering": {"text": "What colour is the square?", "image": "photo.png"},
+    "document-question-answering": {"text": "What is the total?", "image": "photo.png"},
+    "image-to-image": {"text": "make it blue", "image": "photo.png"},
+}
+
+# What each task leaves in its structured result or as a file.
+EXPECT_FILE = {
+    "text-to-image": "image",
+    "image-to-image": "image",
+    "object-detection": "image",  # boxes drawn on the input
+    "image-segmentation": "image",  # mask overlay
+    "text-to-video": "video",
+    "text-to-speech": "audio",
+    "audio-to-audio": "audio",
+}
+
+
+def args_for(task: str) -> dict[str, str]:
+    if task in ARGS:
+        return ARGS[task]
+    need = TASKS[task].args
+    out: dict[str, str] = {}
+    if "text" in need:
+        out["text"] = "The quick brown fox jumps over the lazy dog."
+    if "image" in need:
+        out["image"] = "photo.png"
+    if "audio" in need:
+        out["audio"] = "clip.wav"
+    return out
+
+
+def test_remote_tasks_cover_the_table() -> None:
+    assert len(REMOTE_TASKS) == 22
+    assert set(TASKS) - set(REMOTE_TASKS) == {"controlnet-sd", "video-classification"}
+
+
+@pytest.mark.parametrize("task", REMOTE_TASKS)
+async def test_task_end_to_end(agent_env: AgentEnv, task: str) -> None:
+    env = agent_env
+    env.llm.reply("plan", json.dumps([{"task": task, "id": 0, "dep": [-1], "args": args_for(task)}]))
+    request = Request(
+        KEY,
+        "u1",
+        f"please run {task}",
+        (
+            Attachment("photo.png", "image/png", sample_png()),
+            Attachment("clip.wav", "audio/wav", sample_wav()),
+        ),
+    )
+    reply = await env.agent.handle(request)
+    assert not reply.error, reply.text
+    (rec,) = reply.tasks
+    assert rec.status is TaskStatus.DONE, rec.error
+    assert rec.model == model_a(task)
+    assert len(env.hf.calls_for(model_a(task))) == 1
+    assert rec.result, "the structured result is recorded"
+    kinds = [f.kind for f in reply.files]
+    if task in EXPECT_FILE:
+        assert kinds == [EXPECT_FILE[task]]
+        data = reply.files[0].path.read_bytes()
+        if kinds[0] == "audio":
+            assert media.audio_duration(data) > 0
+        if kinds[0] == "image":
+            assert media.image_size(data)[0] > 0
+    else:
+        assert kinds == []
+    # the answer prompt saw the result
+    answer_prompt = json.dumps(env.llm.calls("answer")[0]["messages"])
+    assert task in answer_prompt
