@@ -67,6 +67,12 @@ _OUTPUT_NAMES = {
 }
 
 
+STORE_DOWN = (
+    "I can't reach the conversation history database right now, so I can't work on this "
+    "safely. Please try again in a moment."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     top_k: int = 5
@@ -125,9 +131,12 @@ class Agent:
             t0 = time.perf_counter()
             try:
                 reply = await self._run(turn, emit)
-            except (RunFailed, InputRejected, StoreUnavailable) as e:
+            except (RunFailed, InputRejected) as e:
                 log.warning("request %s failed: %s", request.request_id, e)
                 reply = self._reply(turn, str(e), (), error=True)
+            except StoreUnavailable as e:
+                log.error("request %s: store unavailable: %s", request.request_id, e)
+                reply = self._reply(turn, STORE_DOWN, (), error=True)
             except Exception:
                 log.exception("request %s crashed", request.request_id)
                 reply = self._reply(
@@ -168,8 +177,11 @@ class Agent:
                 handles[allocate_handle(set(handles), a.name)] = kind
             plan = await self._plan(request, history, handles, usage)
             selections = await self._select(request, plan, usage)
-        except (RunFailed, InputRejected, StoreUnavailable) as e:
+        except (RunFailed, InputRejected) as e:
             return PlanPreview((), usage, str(e))
+        except StoreUnavailable as e:
+            log.error("plan preview: store unavailable: %s", e)
+            return PlanPreview((), usage, STORE_DOWN)
         steps = tuple(
             PlannedStep(
                 t.id,
@@ -410,7 +422,8 @@ class Agent:
             final = await self.repo.save_turn(TurnRecord(turn.request, tuple(turn.uploads), reply))
         except StoreUnavailable as e:
             log.error("request %s: could not save the turn: %s", turn.request.request_id, e)
-            return replace(reply, text=f"{reply.text}\n\n(Note: this turn could not be saved: {e})")
+            note = "(Note: the history database is unavailable, so this turn was not saved.)"
+            return replace(reply, text=f"{reply.text}\n\n{note}")
         generated = tuple(r for r in final if r.source == "generated")
         return replace(reply, files=generated) if generated else reply
 

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, get_session
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-from huggingface_hub.utils import get_session
 
 from core.catalog import Catalog, ModelInfo
 from core.errors import BotError, ConfigError, RunFailed

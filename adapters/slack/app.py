@@ -79,9 +79,7 @@ async def serve_http(app: AsyncApp, config: SlackConfig, host: str = "0.0.0.0") 
     return runner
 
 
-async def run_slack(
-    agent: AgentAPI, settings: Any, *, ready: asyncio.Event | None = None
-) -> None:
+async def run_slack(agent: AgentAPI, settings: Any, *, ready: asyncio.Event | None = None) -> None:
     """Run until cancelled: Socket Mode when ``SLACK_APP_TOKEN`` is set,
     else the HTTP endpoint on ``SLACK_HTTP_PORT`` at ``/slack/events``.
     ``ready`` is set once events can arrive."""

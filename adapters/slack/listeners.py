@@ -32,18 +32,29 @@ _USER_SUBTYPES = {None, "file_share"}
 HINT = "Ask me something — for example _“draw a lighthouse at dusk and describe it”_."
 
 
+def retry_number(request: AsyncBoltRequest) -> int:
+    """The redelivery count: ``X-Slack-Retry-Num`` in HTTP mode, Socket Mode's
+    ``retry_attempt`` (which Bolt mirrors into the same header, ``0`` on the
+    first delivery)."""
+    values = request.headers.get("x-slack-retry-num") or ["0"]
+    try:
+        return int(values[0])
+    except ValueError:
+        return 1  # unreadable, but present: treat it as a retry
+
+
 async def ignore_retries(
     request: AsyncBoltRequest,
     ack: Callable[[], Awaitable[BoltResponse]],
-    next: Callable[[], Awaitable[Any]],  # noqa: A002 - Bolt injects by this name
+    next: Callable[[], Awaitable[Any]],
 ) -> BoltResponse | None:
     """Ack a redelivery and stop: the first delivery is already being handled."""
-    retry = request.headers.get("x-slack-retry-num")
-    if retry:
-        reason = request.headers.get("x-slack-retry-reason", ["?"])[0]
+    retry = retry_number(request)
+    if retry > 0:
+        reason = (request.headers.get("x-slack-retry-reason") or ["?"])[0]
         log.info(
             "slack: ignoring redelivery %s of event %s (%s)",
-            retry[0],
+            retry,
             request.body.get("event_id"),
             reason,
         )

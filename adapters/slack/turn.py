@@ -108,9 +108,7 @@ async def run_turn(
         await status.finish(error_status(str(exc)))
     except Exception:
         log.exception("slack request %s failed (event %s)", request_id, incoming.event_id)
-        await status.finish(
-            error_status(f"Sorry, something went wrong. (request {request_id})")
-        )
+        await status.finish(error_status(f"Sorry, something went wrong. (request {request_id})"))
     finally:
         await status.aclose()
 

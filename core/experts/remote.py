@@ -16,7 +16,7 @@ One exception to "the client does it all": the installed client refuses
 ``text_to_video`` for hf-inference URLs (only third-party providers have it),
 so that one task is POSTed as ``{"inputs": prompt, "parameters": {}}`` — the
 hf-inference convention the client uses for text-to-image — through
-``huggingface_hub``'s own session, headers and error mapping.
+``huggingface_hub``'s own session and error mapping.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-from huggingface_hub import AsyncInferenceClient, constants
+from huggingface_hub import (
+    AsyncInferenceClient,
+    constants,
+    get_async_session,
+    get_token,
+    hf_raise_for_status,
+)
 from huggingface_hub.errors import HfHubHTTPError
-from huggingface_hub.utils import build_hf_headers, get_async_session, hf_raise_for_status
 from PIL import Image
 
 from core.catalog import ModelInfo
@@ -151,7 +156,7 @@ class RemoteExpert:
             ) from e
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.close()  # type: ignore[no-untyped-call]
         if self._session is not None:
             await self._session.aclose()
             self._session = None
@@ -160,7 +165,8 @@ class RemoteExpert:
         """POST JSON for a task the client has no hf-inference route for."""
         if self._session is None:
             self._session = get_async_session()
-        headers = build_hf_headers(token=self._token)
+        token = self._token or get_token()  # the client's own fallback
+        headers = {"authorization": f"Bearer {token}"} if token else {}
         response = await self._session.post(
             url, json=payload, headers=headers, timeout=self._timeout
         )

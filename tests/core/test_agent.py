@@ -359,3 +359,19 @@ async def test_models_and_forget(agent_env: AgentEnv) -> None:
     await env.agent.handle(req("hi"))
     assert await env.agent.forget(KEY) == 2
     assert (await env.agent.repo.load_history(KEY)).turns == []
+
+
+async def test_database_gone_gives_clear_message_not_a_crash(agent_env: AgentEnv) -> None:
+    from core.store import Database, Repo
+
+    env = agent_env
+    dead = Database("postgresql+asyncpg://postgres@127.0.0.1:1/none", connect_timeout=2)
+    env.agent.repo = Repo(dead, env.agent.media)
+    try:
+        reply = await env.agent.handle(req("hello"))
+    finally:
+        await dead.aclose()
+    assert reply.error
+    assert "database" in reply.text.lower()
+    assert "127.0.0.1:1" not in reply.text
+    assert env.llm.requests == []

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import discord.http
+import discord.utils
 import pytest
 from aiohttp import web
 
@@ -103,7 +104,7 @@ class FakeDiscord:
         self.calls: list[DiscordCall] = []
         self.cdn: dict[str, bytes] = {}
         self.cdn_requests: list[str] = []
-        self._ids = itertools.count(800000000000000001)
+        self._ids = itertools.count(1)
         self._cond = asyncio.Condition()
         self._failures: list[_Failure] = []
         self._token_channels: dict[str, str] = {}
@@ -122,7 +123,8 @@ class FakeDiscord:
     # -- test API --------------------------------------------------------
 
     def next_id(self) -> int:
-        return next(self._ids)
+        """A fresh snowflake dated now (discord.py derives expiry from it)."""
+        return discord.utils.time_snowflake(datetime.now(UTC)) + next(self._ids) % (1 << 22)
 
     def find(self, method: str, pattern: str) -> list[DiscordCall]:
         """Calls with this method whose path matches ``pattern`` (a regex, searched)."""

@@ -7,7 +7,9 @@ v2 works end to end: ``files.getUploadURLExternal`` hands out an
 ``files.completeUploadExternal`` ties them to a channel and thread
 (:meth:`FakeSlack.uploaded`).  :meth:`FakeSlack.add_file` serves a file at a
 ``url_private`` that, like Slack, answers its HTML login page when the bot
-token is missing (or always, with ``login_page=True``).
+token is missing (or always, with ``login_page=True``).  Socket Mode works
+too: ``apps.connections.open`` hands out a WebSocket on this server, and
+:meth:`FakeSlack.socket_send` pushes event envelopes the app must ack.
 
 Tests wait on what the fake received with :meth:`FakeSlack.wait_for` (an
 awaited condition, not a sleep).  :func:`signed_request` and the event
@@ -29,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from aiohttp import web
+from aiohttp import WSMsgType, web
 from slack_sdk.signature import SignatureVerifier
 
 BOT_TOKEN = "xoxb-test-token"
@@ -88,6 +90,9 @@ class FakeSlack:
     _files: dict[str, _Served] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # Socket Mode: the open WebSocket and the envelope ids the app acked.
+    socket_acks: list[str] = field(default_factory=list)
+    _socket: web.WebSocketResponse | None = None
 
     # -- test API --------------------------------------------------------
 
@@ -108,7 +113,7 @@ class FakeSlack:
         method: str,
         count: int = 1,
         where: Callable[[Call], bool] | None = None,
-        timeout: float = 10.0,
+        within: float = 10.0,
     ) -> list[Call]:
         """Wait until ``count`` calls to ``method`` (matching ``where``) arrived."""
 
@@ -116,7 +121,7 @@ class FakeSlack:
             return [c for c in self.calls_to(method) if where is None or where(c)]
 
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(matching()) >= count), timeout)
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(matching()) >= count), within)
         return matching()
 
     def rate_limit(self, method: str, times: int = 1) -> None:
@@ -126,6 +131,33 @@ class FakeSlack:
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
         """Answer the next calls to ``method`` with ``{"ok": false, "error": …}``."""
         self._errors.setdefault(method, []).extend([error] * times)
+
+    async def wait_socket(self, within: float = 10.0) -> None:
+        """Wait until an app has connected in Socket Mode."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self._socket is not None), within)
+
+    async def socket_send(self, body: dict[str, Any], retry_attempt: int = 0) -> str:
+        """Push an Events API envelope over the socket; returns its envelope id."""
+        assert self._socket is not None, "no Socket Mode connection"
+        envelope_id = f"env-{next(self._ids)}"
+        await self._socket.send_json(
+            {
+                "envelope_id": envelope_id,
+                "payload": body,
+                "type": "events_api",
+                "accepts_response_payload": False,
+                "retry_attempt": retry_attempt,
+                "retry_reason": "timeout" if retry_attempt else "",
+            }
+        )
+        return envelope_id
+
+    async def wait_socket_ack(self, envelope_id: str, within: float = 10.0) -> None:
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: envelope_id in self.socket_acks), within
+            )
 
     def add_file(
         self,
@@ -205,6 +237,8 @@ class FakeSlack:
                 "bot_id": BOT_ID,
                 "is_enterprise_install": False,
             }
+        if method == "apps.connections.open":
+            return {"url": f"{self.root.replace('http', 'ws', 1)}/socket"}
         if method == "chat.postMessage":
             ts = f"{int(time.time())}.{next(self._ids):06d}"
             message = {"type": "message", "text": args.get("text", ""), "ts": ts}
@@ -231,6 +265,24 @@ class FakeSlack:
                 done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title})
             return {"files": done}
         return {}
+
+    async def handle_socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {}})
+        async with self._changed:
+            self._socket = ws
+            self._changed.notify_all()
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    envelope_id = json.loads(message.data).get("envelope_id")
+                    async with self._changed:
+                        self.socket_acks.append(envelope_id)
+                        self._changed.notify_all()
+        finally:
+            self._socket = None
+        return ws
 
     async def handle_upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]
@@ -272,6 +324,7 @@ async def make_slack_fake() -> AsyncIterator[FakeSlack]:
     app.router.add_route("*", "/api/{method}", fake.handle_api)
     app.router.add_post("/upload/{file_id}", fake.handle_upload)
     app.router.add_get("/files-pri/{key}/{name}", fake.handle_download)
+    app.router.add_get("/socket", fake.handle_socket)
     runner = web.AppRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     try:
@@ -282,6 +335,8 @@ async def make_slack_fake() -> AsyncIterator[FakeSlack]:
         fake.base_url = f"{fake.root}/api/"
         yield fake
     finally:
+        if fake._socket is not None:
+            await fake._socket.close()
         await runner.cleanup()
 
 
@@ -308,7 +363,12 @@ def event_body(event: dict[str, Any], *, event_id: str | None = None) -> dict[st
         "event_id": event_id or f"Ev{next(_event_ids):08d}",
         "event_time": int(time.time()),
         "authorizations": [
-            {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "is_enterprise_install": False}
+            {
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
         ],
         "is_ext_shared_channel": False,
     }

@@ -13,10 +13,11 @@ import pytest
 from PIL import Image
 
 from adapters.discord.access import AccessPolicy
+from core.types import AgentAPI, ProgressSink, Reply, Request
 from tests.adapters.discord.conftest import Harness, config, running_bot
 from tests.adapters.discord.helpers import fence_balanced, noisy_png, plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a
-from tests.fakes.discord_fake import GUILD_ID, FakeDiscord
+from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
 from tests.fakes.samples import sample_png
 
 EPHEMERAL = 64
@@ -230,3 +231,44 @@ async def test_denied_guild_gets_an_ephemeral_refusal(
     assert cb.json["type"] == 4 and cb.json["data"]["flags"] == EPHEMERAL
     assert cb.json["data"]["content"] == "❌ I'm not enabled in this server."
     assert agent_env.llm.calls() == []
+
+
+class CrashingAgent:
+    """The real agent, except that ``handle`` breaks its promise and raises."""
+
+    def __init__(self, agent: AgentAPI) -> None:
+        self._agent = agent
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._agent, name)
+
+    async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
+        raise RuntimeError("database exploded")
+
+
+async def test_unexpected_crash_is_logged_with_trace_and_told_briefly(
+    discord_fake: FakeDiscord, agent_env: AgentEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_bot(CrashingAgent(agent_env.agent)) as bot:  # type: ignore[arg-type]
+        h = Harness(discord_fake, bot, agent_env)
+        p = await h.interact(discord_fake.interaction("ask", {"prompt": "x"}))
+    [note] = discord_fake.followups(p["token"])
+    assert note.flags & EPHEMERAL and "something went wrong" in (note.content or "")
+    rid = re.search(r"request `(\w+)`", note.content or "")
+    assert rid and rid[1] in (discord_fake.edits(p["token"])[-1].content or "")
+    [record] = [r for r in caplog.records if r.exc_info and rid[1] in r.getMessage()]
+    assert "database exploded" in str(record.exc_info[1])  # type: ignore[index]
+
+
+async def test_attachment_that_fails_to_download_removes_thinking_and_tells_the_user(
+    harness: Harness,
+) -> None:
+    h, fake = harness, harness.fake
+    upload = fake.attachment("photo.png", sample_png(), "image/png")
+    fake.cdn.clear()  # gone from the CDN
+    p = await h.interact(fake.interaction("ask", {"prompt": "x"}, attachments={"file1": upload}))
+    assert fake.callbacks(p["id"])[0].json == {"type": 5}
+    assert fake.find("DELETE", rf"/webhooks/{APP_ID}/{p['token']}/messages/@original$")
+    [note] = fake.followups(p["token"])
+    assert note.flags & EPHEMERAL and "photo.png" in (note.content or "")
+    assert h.env.llm.calls() == []

@@ -70,9 +70,11 @@ class SpyAgent:
     async def read_file(self, resource: Resource) -> bytes:
         return await self.inner.read_file(resource)
 
-    async def wait_claims(self, count: int, timeout: float = 10.0) -> list[tuple[str, bool]]:
+    async def wait_claims(self, count: int, within: float = 10.0) -> list[tuple[str, bool]]:
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.claims) >= count), timeout)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.claims) >= count), within
+            )
         return list(self.claims)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -73,7 +75,9 @@ def test_clients_retry_rate_limits_via_the_sdk(agent_env: AgentEnv) -> None:
     injected = AsyncWebClient(token=BOT_TOKEN)
     app = build_app(agent_env.agent, config, injected)
     for client in (built, app.client):
-        handlers = [h for h in client.retry_handlers if isinstance(h, AsyncRateLimitErrorRetryHandler)]
+        handlers = [
+            h for h in client.retry_handlers if isinstance(h, AsyncRateLimitErrorRetryHandler)
+        ]
         assert len(handlers) == 1 and handlers[0].max_retry_count == 2
     assert app.client is injected
 
@@ -114,3 +118,47 @@ async def test_run_slack_serves_http_mode_until_cancelled(
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert task.cancelled()
+
+
+async def test_run_slack_in_socket_mode_answers_once_per_event(
+    agent_env: AgentEnv, slack_fake: FakeSlack
+) -> None:
+    config = settings(
+        slack_bot_token=BOT_TOKEN, slack_app_token="xapp-test", slack_api_url=slack_fake.base_url
+    )
+    ready = asyncio.Event()
+    task = asyncio.create_task(run_slack(agent_env.agent, config, ready=ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        await slack_fake.wait_socket()
+        (opened,) = slack_fake.calls_to("apps.connections.open")
+        assert opened.token == "xapp-test"
+
+        body = event_body(mention_event("hello over the socket"))
+        first = await slack_fake.socket_send(body)  # retry_attempt 0: a first delivery
+        await slack_fake.wait_socket_ack(first)
+        await slack_fake.wait_for(
+            "chat.update", where=lambda c: str(c.args.get("text")).startswith("✅")
+        )
+        posts = len(slack_fake.calls_to("chat.postMessage"))
+
+        retry = await slack_fake.socket_send(body, retry_attempt=1)
+        await slack_fake.wait_socket_ack(retry)
+        assert len(slack_fake.calls_to("chat.postMessage")) == posts
+        assert len(agent_env.llm.calls("plan")) == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_manifest_asks_for_what_the_adapter_uses() -> None:
+    manifest = yaml.safe_load(
+        (Path(__file__).parents[3] / "adapters" / "slack_manifest.yaml").read_text()
+    )
+    settings_ = manifest["settings"]
+    assert set(settings_["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert settings_["socket_mode_enabled"] is True
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert scopes == {"app_mentions:read", "chat:write", "files:read", "files:write", "im:history"}
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is True

@@ -41,9 +41,11 @@ async def finished(fake: FakeSlack, channel: str, thread_ts: str | None) -> tupl
     the status message's final text."""
     (status, *_) = await fake.wait_for(
         "chat.postMessage",
-        where=lambda c: c.result.get("ok") is True
-        and c.args.get("channel") == channel
-        and c.args.get("thread_ts") == thread_ts,
+        where=lambda c: (
+            c.result.get("ok") is True
+            and c.args.get("channel") == channel
+            and c.args.get("thread_ts") == thread_ts
+        ),
     )
     ts = status.result["ts"]
     if is_final(status.args["text"]):  # never edited: the turn failed before starting
@@ -59,7 +61,8 @@ def posts_in(fake: FakeSlack, thread_ts: str | None, channel: str = "C0CHAN") ->
     return [
         str(c.args["text"])
         for c in fake.calls_to("chat.postMessage")
-        if c.result.get("ok") and c.args.get("thread_ts") == thread_ts
+        if c.result.get("ok")
+        and c.args.get("thread_ts") == thread_ts
         and c.args.get("channel") == channel
     ]
 
@@ -148,9 +151,7 @@ async def test_mention_inside_a_thread_continues_that_thread(
 
     keys = {r.conversation for r in slack_bot.agent.requests}
     assert keys == {ConversationKey("slack", TEAM_ID, "C0CHAN", root)}
-    assert all(
-        c.args.get("thread_ts") == root for c in slack_bot.fake.calls_to("chat.postMessage")
-    )
+    assert all(c.args.get("thread_ts") == root for c in slack_bot.fake.calls_to("chat.postMessage"))
     # the second turn saw the first one's history
     answer_prompt = json.dumps(agent_env.llm.calls("plan")[1]["messages"])
     assert "hello" in answer_prompt
@@ -228,9 +229,7 @@ async def test_duplicate_event_id_produces_no_second_answer(
     assert len(slack_bot.agent.requests) == 1
 
 
-async def test_event_ids_survive_a_restart(
-    make_slack_bot: BotFactory, agent_env: AgentEnv
-) -> None:
+async def test_event_ids_survive_a_restart(make_slack_bot: BotFactory, agent_env: AgentEnv) -> None:
     """The claim is in the store: a second app (restart, replica) on the
     same database also refuses the event."""
     body = event_body(mention_event("hello"), event_id="Ev0RESTART")
@@ -359,4 +358,3 @@ async def test_empty_mention_gets_a_hint_without_calling_the_agent(
     (hint,) = await slack_bot.fake.wait_for("chat.postMessage")
     assert hint.args["thread_ts"] == event["ts"] and "Ask me" in hint.args["text"]
     assert slack_bot.agent.requests == [] and agent_env.llm.calls() == []
-

@@ -50,7 +50,7 @@ async def test_html_bytes_served_under_an_image_type_are_refused(
 ) -> None:
     page = b"<!doctype html><html><body>Sign in</body></html>"
     shared = slack_fake.add_file("cat.png", page, served_type="image/png")
-    with pytest.raises(InputRejected, match="web page instead of cat.png"):
+    with pytest.raises(InputRejected, match=r"web page instead of cat\.png"):
         await download_files([shared], config)
 
 

@@ -21,7 +21,10 @@ from core.types import Progress, Reply, Stage, TaskRecord, TaskState, TaskStatus
         ("*italic* and _italic_", "_italic_ and _italic_"),
         ("***both***", "*_both_*"),
         ("~~gone~~", "~gone~"),
-        ("see [the docs](https://example.com/a?b=1&c=2)", "see <https://example.com/a?b=1&amp;c=2|the docs>"),
+        (
+            "see [the docs](https://example.com/a?b=1&c=2)",
+            "see <https://example.com/a?b=1&amp;c=2|the docs>",
+        ),
         ("![a cat](https://x.test/cat.png)", "<https://x.test/cat.png|a cat>"),
         ("[https://x.test](https://x.test)", "<https://x.test>"),
         ("<https://auto.test/x>", "<https://auto.test/x>"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -27,13 +28,18 @@ async def test_bursts_of_progress_are_throttled_and_the_final_state_wins(
     await status.finish("final")
 
     (post,) = slack_fake.calls_to("chat.postMessage")
-    assert post.args == {"channel": "C1", "thread_ts": "111.222", "text": "starting", "unfurl_links": False}
+    assert post.args == {
+        "channel": "C1",
+        "thread_ts": "111.222",
+        "text": "starting",
+        "unfurl_links": False,
+    }
     edits = slack_fake.calls_to("chat.update")
     assert [c.args["text"] for c in edits][-1] == "final"
     assert len(edits) <= 3  # 50 states, ~0.2 s: the first wait, then the last
     assert all(c.args["ts"] == post.result["ts"] for c in edits)
     times = [post.at] + [c.at for c in edits]
-    assert all(b - a >= 0.19 for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a >= 0.19 for a, b in itertools.pairwise(times))
 
 
 async def test_unchanged_text_is_not_edited(slack_fake: FakeSlack) -> None:
