@@ -10,6 +10,7 @@ separate, explicit step (``python -m bot discord sync``).  The client is an
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
 import discord
@@ -43,13 +44,17 @@ class DiscordBot(discord.AutoShardedClient):
     def __init__(
         self, agent: AgentAPI | None, config: DiscordConfig, *, sync_dev_guilds: bool = True
     ) -> None:
+        sharding: dict[str, Any] = {}
+        if config.shard_ids:
+            sharding["shard_ids"] = list(config.shard_ids)
+        if config.shard_count:
+            sharding["shard_count"] = config.shard_count
         super().__init__(
             # Mentions and DMs carry their content without the privileged
             # message-content intent, so the defaults are enough.
             intents=discord.Intents.default(),
-            shard_ids=list(config.shard_ids) if config.shard_ids else None,
-            shard_count=config.shard_count,
             allowed_mentions=discord.AllowedMentions.none(),
+            **sharding,
         )
         self._agent = agent
         self.config = config

@@ -49,15 +49,13 @@ class MessageSurface:
             await self._status.edit(content=text)
 
     async def send(self, content: str | None, files: tuple[OutFile, ...]) -> None:
-        kwargs = {
-            "content": content,
-            "files": to_discord_files(files) or None,
-            "allowed_mentions": discord.AllowedMentions.none(),
-        }
+        none = discord.AllowedMentions.none()
         if self._answered:
-            await self._message.channel.send(**kwargs)  # type: ignore[arg-type]
+            await self._message.channel.send(
+                content, files=to_discord_files(files), allowed_mentions=none
+            )
         else:
-            await self._message.reply(**kwargs)  # type: ignore[arg-type]
+            await self._message.reply(content, files=to_discord_files(files), allowed_mentions=none)
             self._answered = True
 
     async def send_private(self, content: str) -> None:

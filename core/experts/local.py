@@ -26,13 +26,15 @@ from typing import Any
 
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
-from core.experts.local_tasks import ADAPTERS, LoadContext
+from core.experts.local_diffusion import DIFFUSERS_ADAPTERS
+from core.experts.local_tasks import TRANSFORMERS_ADAPTERS, Adapter, LoadContext
 from core.results import TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTROLNET_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 _MARKERS = ("config.json", "model_index.json")
+ADAPTERS: dict[str, Adapter] = {**TRANSFORMERS_ADAPTERS, **DIFFUSERS_ADAPTERS}
 
 
 def _importable(name: str) -> bool:
@@ -197,7 +199,9 @@ class LocalExpert:
         except Exception as exc:
             raise TaskFailed(f"model {model.id} could not be loaded from {path}: {exc}") from exc
         self.loads += 1
-        log.info("local: loaded %s for %s in %.2fs", model.id, key[0], time.perf_counter() - started)
+        log.info(
+            "local: loaded %s for %s in %.2fs", model.id, key[0], time.perf_counter() - started
+        )
         self._cache[key] = pipe
         evicted: list[Any] = []
         while len(self._cache) > self.max_loaded:

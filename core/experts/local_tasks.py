@@ -6,6 +6,7 @@ a worker thread): ``load(path, ctx)`` builds a ``transformers`` or
 call's output into a :class:`TaskResult`.  torch, transformers and diffusers
 are imported inside the functions: the base install has none of them.
 
+The diffusers adapters live in :mod:`core.experts.local_diffusion`.
 transformers 5 dropped the summarization, translation, text2text,
 question-answering and VQA pipelines; those adapters call the model classes
 directly, as the pipelines used to.
@@ -14,7 +15,6 @@ directly, as the pipelines used to.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,25 +57,16 @@ class Adapter:
     run: Callable[[Any, TaskInputs], TaskResult]
 
 
-@dataclass(slots=True)
-class _Loaded:
-    """A pipeline with the context it was loaded in (diffusers calls need the steps)."""
-
-    pipe: Any
-    ctx: LoadContext
-    extra: dict[str, Any]
-
-
 # --- inputs --------------------------------------------------------------------
 
 
-def _text(inputs: TaskInputs) -> str:
+def need_text(inputs: TaskInputs) -> str:
     if not inputs.text or not inputs.text.strip():
         raise TaskFailed("this task needs a text argument", retryable=False)
     return inputs.text
 
 
-def _image(inputs: TaskInputs) -> Image.Image:
+def need_image(inputs: TaskInputs) -> Image.Image:
     if inputs.image is None:
         raise TaskFailed("this task needs an image argument", retryable=False)
     try:
@@ -96,14 +87,14 @@ def _audio(inputs: TaskInputs, sampling_rate: int) -> dict[str, Any]:
     return {"raw": samples, "sampling_rate": sr}
 
 
-def _png(im: Image.Image) -> bytes:
+def png_bytes(im: Image.Image) -> bytes:
     buf = io.BytesIO()
     im.save(buf, format="PNG")
     return buf.getvalue()
 
 
-def _image_blob(im: Image.Image) -> Blob:
-    return Blob(kind="image", mime="image/png", data=_png(im.convert("RGB")))
+def png_blob(im: Image.Image) -> Blob:
+    return Blob(kind="image", mime="image/png", data=png_bytes(im.convert("RGB")))
 
 
 def _labels(raw: Any) -> tuple[Label, ...]:
@@ -133,7 +124,6 @@ def _pipeline(ptask: str) -> Callable[[Path, LoadContext], Any]:
         from transformers.utils import logging as tf_logging
 
         tf_logging.disable_progress_bar()  # a server's log, not a terminal
-
         # ``path`` is always an existing directory, which transformers reads
         # without asking the Hub.  (pipeline() forwards local_files_only to
         # the pipeline class too, where most reject it, so it is not passed.)
@@ -143,11 +133,11 @@ def _pipeline(ptask: str) -> Callable[[Path, LoadContext], Any]:
 
 
 def _run_text_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    return TaskResult(labels=_labels(pipe(_text(inputs), top_k=TOP_K)))
+    return TaskResult(labels=_labels(pipe(need_text(inputs), top_k=TOP_K)))
 
 
 def _run_token_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(_text(inputs), aggregation_strategy="simple")
+    raw = pipe(need_text(inputs), aggregation_strategy="simple")
     return TaskResult(
         entities=tuple(
             Entity(
@@ -163,25 +153,29 @@ def _run_token_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
 
 
 def _run_text_gen(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(_text(inputs), max_new_tokens=MAX_NEW_TOKENS, return_full_text=False)
+    raw = pipe(need_text(inputs), max_new_tokens=MAX_NEW_TOKENS, return_full_text=False)
     return TaskResult(text=_generated(raw))
 
 
 def _run_chat(pipe: Any, inputs: TaskInputs) -> TaskResult:
     if getattr(pipe.tokenizer, "chat_template", None):
-        chat = [{"role": "user", "content": _text(inputs)}]
+        chat = [{"role": "user", "content": need_text(inputs)}]
         return TaskResult(text=_generated(pipe(chat, max_new_tokens=MAX_NEW_TOKENS)))
     return _run_text_gen(pipe, inputs)
 
 
 def _run_image_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    return TaskResult(labels=_labels(pipe(_image(inputs), top_k=TOP_K)))
+    return TaskResult(labels=_labels(pipe(need_image(inputs), top_k=TOP_K)))
 
 
 def _run_detection(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(_image(inputs))
+    raw = pipe(need_image(inputs))
     boxes = tuple(
-        Box(str(d["label"]), float(d["score"]), *(float(d["box"][k]) for k in ("xmin", "ymin", "xmax", "ymax")))
+        Box(
+            str(d["label"]),
+            float(d["score"]),
+            *(float(d["box"][k]) for k in ("xmin", "ymin", "xmax", "ymax")),
+        )
         for d in raw
     )
     return TaskResult(boxes=tuple(sorted(boxes, key=lambda b: -b.score)))
@@ -189,26 +183,26 @@ def _run_detection(pipe: Any, inputs: TaskInputs) -> TaskResult:
 
 def _run_segmentation(pipe: Any, inputs: TaskInputs) -> TaskResult:
     segments = []
-    for d in pipe(_image(inputs)):
+    for d in pipe(need_image(inputs)):
         mask = d.get("mask")
         score = d.get("score")
         segments.append(
             Segment(
                 label=str(d.get("label") or "segment"),
                 score=None if score is None else float(score),
-                mask=None if mask is None else _png(mask.convert("L")),
+                mask=None if mask is None else png_bytes(mask.convert("L")),
             )
         )
     return TaskResult(segments=tuple(segments))
 
 
 def _run_image_to_text(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(images=_image(inputs), text=inputs.text or None, max_new_tokens=MAX_NEW_TOKENS)
+    raw = pipe(images=need_image(inputs), text=inputs.text or None, max_new_tokens=MAX_NEW_TOKENS)
     return TaskResult(text=_generated(raw))
 
 
 def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(image=_image(inputs), question=_text(inputs), top_k=1)
+    raw = pipe(image=need_image(inputs), question=need_text(inputs), top_k=1)
     raw = raw if isinstance(raw, list) else [raw]
     return TaskResult(
         answers=tuple(Answer(str(d["answer"]), float(d.get("score") or 0.0)) for d in raw)
@@ -216,7 +210,7 @@ def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
 
 
 def _run_tts(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    out = pipe(_text(inputs))
+    out = pipe(need_text(inputs))
     data, mime = media.encode_speech(np.asarray(out["audio"]), int(out["sampling_rate"]))
     return TaskResult(media=(Blob(kind="audio", mime=mime, data=data),))
 
@@ -258,12 +252,16 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
         raise TaskFailed(f"the video could not be read: {exc}", retryable=False) from exc
     frames = [frames[min(len(frames) - 1, i * len(frames) // count)] for i in range(count)]
     if pipe.video_processor is not None:
-        batch = pipe.video_processor([np.stack(frames)], do_sample_frames=False, return_tensors="pt")
+        batch = pipe.video_processor(
+            [np.stack(frames)], do_sample_frames=False, return_tensors="pt"
+        )
     else:
         batch = pipe.image_processor(list(frames), return_tensors="pt")
     batch = batch.to(model.device)
     with torch.inference_mode():
-        logits = model(**{k: v.to(model.dtype) if v.is_floating_point() else v for k, v in batch.items()}).logits
+        logits = model(
+            **{k: v.to(model.dtype) if v.is_floating_point() else v for k, v in batch.items()}
+        ).logits
     return TaskResult(labels=_softmax_top(logits, model.config.id2label))
 
 
@@ -273,7 +271,9 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
 def _load_seq2seq(path: Path, ctx: LoadContext) -> Any:
     from transformers import AutoConfig
 
-    if not getattr(AutoConfig.from_pretrained(path, local_files_only=True), "is_encoder_decoder", False):
+    if not getattr(
+        AutoConfig.from_pretrained(path, local_files_only=True), "is_encoder_decoder", False
+    ):
         return _pipeline("text-generation")(path, ctx)  # a decoder-only model: prompt it
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -292,7 +292,7 @@ def _seq2seq_runner(task: str) -> Callable[[Any, TaskInputs], TaskResult]:
         params = getattr(model.config, "task_specific_params", None) or {}
         key = task if task in params else next((k for k in params if k.startswith(task)), None)
         prefix = str((params.get(key) or {}).get("prefix", "")) if key else ""
-        enc = tok(prefix + _text(inputs), return_tensors="pt", truncation=True).to(model.device)
+        enc = tok(prefix + need_text(inputs), return_tensors="pt", truncation=True).to(model.device)
         with torch.inference_mode():
             out = model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS)
         return TaskResult(text=tok.decode(out[0], skip_special_tokens=True).strip())
@@ -317,10 +317,16 @@ def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
     import torch
 
     tok, model = loaded
-    question, _, context = _text(inputs).partition("\n")
+    question, _, context = need_text(inputs).partition("\n")
     if not context.strip():
         raise TaskFailed("question-answering needs 'question\\ncontext'", retryable=False)
-    enc = tok(question, context, return_tensors="pt", truncation="only_second", return_offsets_mapping=True)
+    enc = tok(
+        question,
+        context,
+        return_tensors="pt",
+        truncation="only_second",
+        return_offsets_mapping=True,
+    )
     offsets = enc.pop("offset_mapping")[0].tolist()
     in_context = [s == 1 for s in enc.sequence_ids(0)]
     with torch.inference_mode():
@@ -340,7 +346,10 @@ def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
 def _load_vqa(path: Path, ctx: LoadContext) -> Any:
     from transformers import AutoConfig
 
-    archs = getattr(AutoConfig.from_pretrained(path, local_files_only=True), "architectures", None) or []
+    archs = (
+        getattr(AutoConfig.from_pretrained(path, local_files_only=True), "architectures", None)
+        or []
+    )
     if any(a.endswith("ForQuestionAnswering") for a in archs):  # ViLT-style classifier
         return _load_auto("AutoModelForVisualQuestionAnswering")(path, ctx)
     return _pipeline("image-text-to-text")(path, ctx)
@@ -350,161 +359,22 @@ def _run_vqa(loaded: Any, inputs: TaskInputs) -> TaskResult:
     import torch
 
     if not isinstance(loaded, tuple):
-        return TaskResult(answers=(Answer(_generated(loaded(images=_image(inputs), text=_text(inputs)))),))
+        return TaskResult(
+            answers=(Answer(_generated(loaded(images=need_image(inputs), text=need_text(inputs)))),)
+        )
     proc, model = loaded
-    enc = proc(images=_image(inputs), text=_text(inputs), return_tensors="pt").to(model.device)
+    enc = proc(images=need_image(inputs), text=need_text(inputs), return_tensors="pt").to(
+        model.device
+    )
     with torch.inference_mode():
         logits = model(**enc).logits
     labels = _softmax_top(logits, model.config.id2label)
     return TaskResult(answers=tuple(Answer(x.label, x.score) for x in labels))
 
 
-# --- diffusers ----------------------------------------------------------------------
-
-
-def _diffusion(path: Path, ctx: LoadContext, cls_name: str = "DiffusionPipeline", **kw: Any) -> Any:
-    import diffusers
-
-    cls = getattr(diffusers, cls_name)
-    diffusers.utils.logging.disable_progress_bar()
-    pipe = cls.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True, **kw)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe.to(ctx.device)
-
-
-def _steps(ctx: LoadContext) -> dict[str, Any]:
-    return {} if ctx.steps is None else {"num_inference_steps": ctx.steps}
-
-
-def _load_t2i(path: Path, ctx: LoadContext) -> _Loaded:
-    return _Loaded(_diffusion(path, ctx), ctx, {})
-
-
-def _run_t2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
-    out = loaded.pipe(prompt=_text(inputs), **_steps(loaded.ctx))
-    return TaskResult(media=(_image_blob(out.images[0]),))
-
-
-def _load_i2i(path: Path, ctx: LoadContext) -> _Loaded:
-    import inspect
-
-    from diffusers import AutoPipelineForImage2Image
-
-    pipe = _diffusion(path, ctx)
-    if "image" not in inspect.signature(pipe.__call__).parameters:  # a text-to-image model
-        pipe = AutoPipelineForImage2Image.from_pipe(pipe)
-        pipe.set_progress_bar_config(disable=True)
-    return _Loaded(pipe, ctx, {})
-
-
-def _fit(im: Image.Image, side: int, multiple: int) -> Image.Image:
-    """``im`` scaled so its longer side is about ``side``, each side a multiple of ``multiple``."""
-    scale = side / max(im.size)
-    w, h = (max(multiple, round(v * scale / multiple) * multiple) for v in im.size)
-    return im.resize((w, h), Image.Resampling.BICUBIC)
-
-
-def _default_side(pipe: Any) -> tuple[int, int]:
-    factor = int(getattr(pipe, "vae_scale_factor", 8))
-    unet = pipe.unet.config
-    return int(unet.sample_size) * factor, factor * 2 ** (len(unet.block_out_channels) - 1)
-
-
-def _run_i2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
-    side, multiple = _default_side(loaded.pipe)
-    image = _fit(_image(inputs), side, multiple)
-    out = loaded.pipe(prompt=inputs.text or "", image=image, **_steps(loaded.ctx))
-    return TaskResult(media=(_image_blob(out.images[0]),))
-
-
-def canny(im: Image.Image, low: float = 100.0, high: float = 200.0) -> Image.Image:
-    """Canny edges (white on black, RGB) with numpy only: blur, Sobel,
-    non-maximum suppression, double threshold and hysteresis, as OpenCV's
-    ``cv2.Canny(img, 100, 200)`` that ControlNet's canny models were trained on."""
-    g = np.asarray(im.convert("L"), dtype=np.float32)
-    k = np.array([1, 4, 6, 4, 1], dtype=np.float32) / 16
-    pad = np.pad(g, 2, mode="edge")
-    g = sum(k[i] * pad[:, i : i + g.shape[1]] for i in range(5))
-    g = sum(k[i] * g[i : i + pad.shape[0] - 4, :] for i in range(5))
-    p = np.pad(g, 1, mode="edge")
-    gx = (p[:-2, 2:] + 2 * p[1:-1, 2:] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[1:-1, :-2] + p[2:, :-2])
-    gy = (p[2:, :-2] + 2 * p[2:, 1:-1] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[:-2, 1:-1] + p[:-2, 2:])
-    mag = np.hypot(gx, gy)
-    angle = (np.rad2deg(np.arctan2(gy, gx)) + 180.0) % 180.0
-    m = np.pad(mag, 1)
-    h, w = mag.shape
-    nb = {  # the two neighbours along the gradient, per quantised direction
-        0: (m[1:-1, :-2], m[1:-1, 2:]),
-        45: (m[:-2, 2:], m[2:, :-2]),
-        90: (m[:-2, 1:-1], m[2:, 1:-1]),
-        135: (m[:-2, :-2], m[2:, 2:]),
-    }
-    q = (np.round(angle / 45.0) % 4 * 45).astype(int)
-    keep = np.zeros_like(mag, dtype=bool)
-    for d, (a, b) in nb.items():
-        keep |= (q == d) & (mag >= a) & (mag >= b)
-    mag = np.where(keep, mag, 0.0)
-    strong, weak = mag >= high, mag >= low
-    for _ in range(h * w):  # hysteresis: grow strong edges through weak ones
-        s = np.pad(strong, 1)
-        grown = weak & (
-            s[:-2, :-2] | s[:-2, 1:-1] | s[:-2, 2:] | s[1:-1, :-2]
-            | s[1:-1, 2:] | s[2:, :-2] | s[2:, 1:-1] | s[2:, 2:] | strong
-        )
-        if (grown == strong).all():
-            break
-        strong = grown
-    edges = (strong * 255).astype(np.uint8)
-    return Image.fromarray(np.stack([edges] * 3, axis=-1), mode="RGB")
-
-
-def _preprocessor(name: str) -> str:
-    """Which control image a ControlNet expects, from its name."""
-    return "canny" if "canny" in name.lower() else "none"
-
-
-def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
-    """A full ControlNet pipeline directory, or a bare ControlNet plus the
-    Stable Diffusion base (``controlnet_base``) it was trained against."""
-    if (path / "model_index.json").is_file():
-        pipe = _diffusion(path, ctx, "StableDiffusionControlNetPipeline")
-    else:
-        from diffusers import ControlNetModel
-
-        base = ctx.resolve(ctx.controlnet_base)
-        if base is None:
-            raise TaskFailed(
-                f"ControlNet needs its base model {ctx.controlnet_base}, which is not available "
-                "locally (put it under LOCAL_MODELS_DIR)"
-            )
-        net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
-        pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
-    return _Loaded(pipe, ctx, {"preprocessor": _preprocessor(path.name)})
-
-
-def _run_controlnet(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
-    side, multiple = _default_side(loaded.pipe)
-    control = _fit(_image(inputs), side, multiple)
-    if loaded.extra["preprocessor"] == "canny":
-        control = canny(control)
-    out = loaded.pipe(prompt=_text(inputs), image=control, **_steps(loaded.ctx))
-    return TaskResult(
-        media=(_image_blob(out.images[0]),), extra={"control": loaded.extra["preprocessor"]}
-    )
-
-
-def _run_t2v(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
-    out = loaded.pipe(prompt=_text(inputs), **_steps(loaded.ctx))
-    frames = out.frames[0]
-    frames = list(frames) if not isinstance(frames, list) else frames
-    fps = 8 if len(frames) >= 8 else max(1, math.ceil(len(frames) / 2))
-    return TaskResult(media=(Blob(kind="video", mime="video/mp4", data=media.encode_video(frames, fps)),))
-
-
 TF = "transformers"
-DF = "diffusers"
 
-ADAPTERS: dict[str, Adapter] = {
+TRANSFORMERS_ADAPTERS: dict[str, Adapter] = {
     "text-classification": Adapter(TF, _pipeline("text-classification"), _run_text_cls),
     "token-classification": Adapter(TF, _pipeline("token-classification"), _run_token_cls),
     "text2text-generation": Adapter(TF, _load_seq2seq, _seq2seq_runner("text2text-generation")),
@@ -515,16 +385,16 @@ ADAPTERS: dict[str, Adapter] = {
     "text-generation": Adapter(TF, _pipeline("text-generation"), _run_text_gen),
     "image-to-text": Adapter(TF, _pipeline("image-text-to-text"), _run_image_to_text),
     "visual-question-answering": Adapter(TF, _load_vqa, _run_vqa),
-    "document-question-answering": Adapter(TF, _pipeline("document-question-answering"), _run_doc_qa),
+    "document-question-answering": Adapter(
+        TF, _pipeline("document-question-answering"), _run_doc_qa
+    ),
     "image-classification": Adapter(TF, _pipeline("image-classification"), _run_image_cls),
     "object-detection": Adapter(TF, _pipeline("object-detection"), _run_detection),
     "image-segmentation": Adapter(TF, _pipeline("image-segmentation"), _run_segmentation),
     "video-classification": Adapter(TF, _pipeline("video-classification"), _run_video_cls),
     "text-to-speech": Adapter(TF, _pipeline("text-to-audio"), _run_tts),
     "audio-classification": Adapter(TF, _pipeline("audio-classification"), _run_audio_cls),
-    "automatic-speech-recognition": Adapter(TF, _pipeline("automatic-speech-recognition"), _run_asr),
-    "text-to-image": Adapter(DF, _load_t2i, _run_t2i),
-    "image-to-image": Adapter(DF, _load_i2i, _run_i2i),
-    "controlnet-sd": Adapter(DF, _load_controlnet, _run_controlnet),
-    "text-to-video": Adapter(DF, _load_t2i, _run_t2v),
+    "automatic-speech-recognition": Adapter(
+        TF, _pipeline("automatic-speech-recognition"), _run_asr
+    ),
 }

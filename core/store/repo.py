@@ -9,6 +9,7 @@ driver.  Bytes are read only through the media store by storage path.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -106,17 +107,27 @@ class Repo:
         self.db = db
         self.media = media
         self._last_prune = float("-inf")
+        # SQLite has one writer at a time: queue this process's writers here
+        # instead of letting them spin on the file lock (busy_timeout).
+        self._write_lock = asyncio.Lock() if db.dialect == "sqlite" else None
 
     # --- plumbing -------------------------------------------------------
 
     @asynccontextmanager
     async def _session(
-        self, action: str, *, passthrough: tuple[type[Exception], ...] = ()
+        self,
+        action: str,
+        *,
+        passthrough: tuple[type[Exception], ...] = (),
+        write: bool = False,
     ) -> AsyncIterator[AsyncSession]:
         """A session in one transaction, rolled back on any error; DB
         failures come out as StoreUnavailable (except ``passthrough`` ones,
         which the caller handles)."""
+        lock = self._write_lock if write else None
         try:
+            if lock is not None:
+                await lock.acquire()
             async with self.db.sessions() as session, session.begin():
                 yield session
         except passthrough:
@@ -125,6 +136,9 @@ class Repo:
             raise StoreUnavailable(
                 f"the store could not {action} ({self.db.safe_url}): {describe_db_error(exc)}"
             ) from exc
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _insert(self, table: Any) -> Any:
         dialect = postgresql if self.db.dialect == "postgresql" else sqlite
@@ -160,23 +174,29 @@ class Repo:
         self, key: ConversationKey, *, turns: int = 10, parent_resources: int = 20
     ) -> History:
         """The last ``turns`` user+assistant pairs (oldest first) and every
-        file this conversation can name; a thread also sees its channel's
-        ``parent_resources`` most recent files (its own win on a clash)."""
+        file this conversation can name; a thread also sees the
+        ``parent_resources`` most recent files of its channel — the channel's
+        own turns and its other threads (Slack answers every mention in a
+        thread, so a channel's files mostly live in threads) — its own win
+        on a clash."""
         async with self._session("load the conversation history") as s:
             resources: dict[str, Resource] = {}
-            parent = key.parent()
-            if parent is not None and parent_resources > 0:
-                pid = await self._conversation_id(s, parent)
-                if pid is not None:
-                    rows = await s.scalars(
-                        sa.select(ResourceRow)
-                        .where(ResourceRow.conversation_id == pid)
-                        .order_by(ResourceRow.id.desc())
-                        .limit(parent_resources)
-                    )
-                    for row in reversed(rows.all()):
-                        resources[row.handle] = self._resource(row)
             cid = await self._conversation_id(s, key)
+            if key.thread is not None and parent_resources > 0:
+                rows = await s.scalars(
+                    sa.select(ResourceRow)
+                    .join(Conversation, Conversation.id == ResourceRow.conversation_id)
+                    .where(
+                        Conversation.platform == key.platform,
+                        Conversation.scope == key.scope,
+                        Conversation.channel == key.channel,
+                        Conversation.id != (cid if cid is not None else -1),
+                    )
+                    .order_by(ResourceRow.id.desc())
+                    .limit(parent_resources)
+                )
+                for row in rows.all():  # newest first: the newest wins a name clash
+                    resources.setdefault(row.handle, self._resource(row))
             if cid is None:
                 return History(turns=[], resources=resources)
             rows = await s.scalars(
@@ -245,7 +265,9 @@ class Repo:
         storage = [self.media.relative(r.path) for r in files]
         for attempt in range(1, SAVE_ATTEMPTS + 1):
             try:
-                async with self._session("save the turn", passthrough=(IntegrityError,)) as s:
+                async with self._session(
+                    "save the turn", passthrough=(IntegrityError,), write=True
+                ) as s:
                     return await self._save(s, turn, files, storage)
             except IntegrityError as exc:
                 if attempt == SAVE_ATTEMPTS:
@@ -363,7 +385,7 @@ class Repo:
         """Delete the conversation's messages (only ``user_id``'s turns when
         given: their requests and the replies to them); files and task runs go
         with them.  Returns the number of messages deleted."""
-        async with self._session("forget the conversation") as s:
+        async with self._session("forget the conversation", write=True) as s:
             cid = await self._conversation_id(s, key)
             if cid is None:
                 return 0
@@ -387,7 +409,7 @@ class Repo:
         """Record a platform event; False if it was already recorded (a
         redelivery, here or in another replica)."""
         now = utcnow()
-        async with self._session("record the event") as s:
+        async with self._session("record the event", write=True) as s:
             result = await s.execute(
                 self._insert(ProcessedEvent)
                 .values(source=source, event_id=event_id, created_at=now)

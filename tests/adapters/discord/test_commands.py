@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from adapters.discord.access import AccessPolicy
-from core.types import AgentAPI, ProgressSink, Reply, Request
+from core.types import AgentAPI, PlanPreview, ProgressSink, Reply, Request
 from tests.adapters.discord.conftest import Harness, config, running_bot
 from tests.adapters.discord.helpers import fence_balanced, noisy_png, plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a
@@ -66,7 +66,7 @@ async def test_status_edits_are_at_most_once_per_interval(
     edits = discord_fake.edits(p["token"])
     assert len(edits) >= 2
     gaps = [b.at - a.at for a, b in itertools.pairwise(edits)]
-    assert all(g >= 0.28 for g in gaps), gaps
+    assert all(g >= 0.2 for g in gaps), gaps  # arrival jitter under load; no throttle: ~ms
     assert (edits[-1].content or "").startswith("✅ Done")
     assert len(discord_fake.followups(p["token"])[-1].files) == 3
 
@@ -272,3 +272,24 @@ async def test_attachment_that_fails_to_download_removes_thinking_and_tells_the_
     [note] = fake.followups(p["token"])
     assert note.flags & EPHEMERAL and "photo.png" in (note.content or "")
     assert h.env.llm.calls() == []
+
+
+class CrashingPlanner(CrashingAgent):
+    async def plan_only(self, request: Request) -> PlanPreview:
+        raise RuntimeError("planner exploded")
+
+
+async def test_command_errors_reach_the_tree_handler_and_stay_private(
+    discord_fake: FakeDiscord, agent_env: AgentEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_bot(CrashingPlanner(agent_env.agent)) as bot:  # type: ignore[arg-type]
+        h = Harness(discord_fake, bot, agent_env)
+        p = await h.interact(discord_fake.interaction("plan", {"prompt": "x"}))
+    assert discord_fake.find("DELETE", rf"/webhooks/{APP_ID}/{p['token']}/messages/@original$")
+    [note] = discord_fake.followups(p["token"])
+    assert note.flags & EPHEMERAL and "something went wrong" in (note.content or "")
+    rid = re.search(r"request `(\w+)`", note.content or "")
+    assert rid
+    [record] = [r for r in caplog.records if r.exc_info and rid[1] in r.getMessage()]
+    assert "/plan failed" in record.getMessage()
+    assert "planner exploded" in str(record.exc_info[1])  # type: ignore[index]

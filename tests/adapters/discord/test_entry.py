@@ -71,3 +71,10 @@ async def test_run_without_a_token_says_how_to_fix(
     monkeypatch.delenv("DISCORD_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="DISCORD_BOT_TOKEN"):
         await run_discord(agent_env.agent, Settings(_env_file=None))  # type: ignore[call-arg]
+
+
+async def test_shards_from_config_are_passed_to_the_client(agent_env: AgentEnv) -> None:
+    from adapters.discord import DiscordBot
+
+    async with DiscordBot(agent_env.agent, config(shard_ids=(2, 3), shard_count=4)) as bot:
+        assert (bot.shard_ids, bot.shard_count) == ([2, 3], 4)

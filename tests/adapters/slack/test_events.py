@@ -358,3 +358,23 @@ async def test_empty_mention_gets_a_hint_without_calling_the_agent(
     (hint,) = await slack_bot.fake.wait_for("chat.postMessage")
     assert hint.args["thread_ts"] == event["ts"] and "Ask me" in hint.args["text"]
     assert slack_bot.agent.requests == [] and agent_env.llm.calls() == []
+
+
+async def test_url_verification_challenge_is_answered(slack_bot: SlackBot) -> None:
+    """What Slack sends when an admin enters the HTTP mode request URL."""
+    delivery = await slack_bot.deliver(
+        {"token": "legacy", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9", "type": "url_verification"}
+    )
+    assert delivery.status == 200 and "3eZbrw1aBm2rZgRNFdxV2595E9" in delivery.body
+
+
+async def test_a_mention_inside_a_dm_is_answered_once(slack_bot: SlackBot) -> None:
+    """Should Slack send both app_mention and message.im for one DM, only the
+    DM listener answers."""
+    dm = dm_event("<@U0BOT> hi there", ts="1700000000.000300")
+    mention = mention_event("hi there", channel="D0DM", ts="1700000000.000300")
+    await slack_bot.deliver(event_body(mention))
+    await slack_bot.deliver(event_body(dm))
+    await finished(slack_bot.fake, "D0DM", None)
+    assert [r.text for r in slack_bot.agent.requests] == ["hi there"]
+    assert [fresh for _, fresh in slack_bot.agent.claims] == [True]

@@ -152,6 +152,18 @@ async def test_thread_sees_its_channels_files(repo: Repo, media_store: MediaStor
     assert {"old0.png", "cat.png"} <= await repo.taken_handles(THREAD)
 
 
+async def test_thread_sees_files_of_sibling_threads(repo: Repo, media_store: MediaStore) -> None:
+    """Slack answers every mention in its own thread: a new thread in the
+    channel must still reach the files made in the channel's other threads."""
+    sibling = ConversationKey(THREAD.platform, THREAD.scope, THREAD.channel, "other-thread")
+    made = await stored(media_store, "image.png", b"from sibling", source="generated", task_id=0)
+    await repo.save_turn(turn(sibling, "draw", "done", files=(made,), tasks=(task(0),)))
+    history = await repo.load_history(THREAD)
+    assert await repo.read(history.resources["image.png"]) == b"from sibling"
+    other_channel = ConversationKey(THREAD.platform, THREAD.scope, "elsewhere", "t")
+    assert (await repo.load_history(other_channel)).resources == {}
+
+
 async def test_thread_without_history_still_sees_parent(
     repo: Repo, media_store: MediaStore
 ) -> None:

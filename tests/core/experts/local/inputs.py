@@ -14,9 +14,7 @@ from core.results import Blob
 
 def model(task: str, path: Path | None = None, model_id: str | None = None) -> ModelInfo:
     """A catalog entry as a user writes it: ``local`` points at the directory."""
-    return ModelInfo(
-        id=model_id or f"tiny/{task}", task=task, local=str(path) if path else None
-    )
+    return ModelInfo(id=model_id or f"tiny/{task}", task=task, local=str(path) if path else None)
 
 
 def png(size: tuple[int, int] = (48, 40)) -> Blob:

@@ -73,8 +73,12 @@ def test_can_run_false_without_the_weights(tmp_path: Path) -> None:
 
 async def test_missing_model_fails_with_where_it_looked(tmp_path: Path) -> None:
     ex = LocalExpert(models_dir=tmp_path)
-    with pytest.raises(TaskFailed, match=r"owner/absent is not available locally under LOCAL_MODELS_DIR="):
-        await ex.run("text-classification", model("text-classification", model_id="owner/absent"), TEXT)
+    with pytest.raises(
+        TaskFailed, match=r"owner/absent is not available locally under LOCAL_MODELS_DIR="
+    ):
+        await ex.run(
+            "text-classification", model("text-classification", model_id="owner/absent"), TEXT
+        )
 
 
 async def test_broken_model_dir_is_a_task_failure(tmp_path: Path) -> None:
@@ -104,7 +108,9 @@ async def test_unreadable_image_is_a_task_failure(
 
     bad = TaskInputs(image=Blob(kind="image", mime="image/png", data=b"not a png"))
     with pytest.raises(TaskFailed, match="could not be read"):
-        await expert.run("image-classification", model("image-classification", image_classifier), bad)
+        await expert.run(
+            "image-classification", model("image-classification", image_classifier), bad
+        )
 
 
 async def test_lru_keeps_at_most_max_loaded(

@@ -146,7 +146,7 @@ async def test_text_to_video(expert: LocalExpert, text_to_video: Path) -> None:
 
 
 def test_canny_finds_the_square_outline() -> None:
-    from core.experts.local_tasks import canny
+    from core.experts.local_diffusion import canny
 
     src = Image.open(io.BytesIO(png((48, 40)).data))
     edges = np.asarray(canny(src))[..., 0] > 0

@@ -156,8 +156,11 @@ def segmenter(path: Path) -> Path:
 
 
 def video_classifier(path: Path) -> Path:
-    from transformers import VideoMAEConfig, VideoMAEForVideoClassification
-    from transformers import VideoMAEImageProcessorPil
+    from transformers import (
+        VideoMAEConfig,
+        VideoMAEForVideoClassification,
+        VideoMAEImageProcessorPil,
+    )
 
     labels = {0: "dancing", 1: "cooking", 2: "running"}
     cfg = VideoMAEConfig(

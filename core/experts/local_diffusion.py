@@ -1,0 +1,184 @@
+"""diffusers adapters of the local backend: text-to-image, image-to-image,
+ControlNet (with a numpy canny preprocessor, so no OpenCV is needed) and
+text-to-video.  Same contract as :mod:`core.experts.local_tasks`; diffusers
+and torch are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from core.errors import TaskFailed
+from core.experts import media
+from core.experts.local_tasks import Adapter, LoadContext, need_image, need_text, png_blob
+from core.results import Blob, TaskInputs, TaskResult
+
+
+@dataclass(slots=True)
+class _Loaded:
+    """A pipeline with the context it was loaded in (diffusers calls need the steps)."""
+
+    pipe: Any
+    ctx: LoadContext
+    extra: dict[str, Any]
+
+
+def _diffusion(path: Path, ctx: LoadContext, cls_name: str = "DiffusionPipeline", **kw: Any) -> Any:
+    import diffusers
+
+    cls = getattr(diffusers, cls_name)
+    diffusers.utils.logging.disable_progress_bar()
+    pipe = cls.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True, **kw)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to(ctx.device)
+
+
+def _steps(ctx: LoadContext) -> dict[str, Any]:
+    return {} if ctx.steps is None else {"num_inference_steps": ctx.steps}
+
+
+def _load_t2i(path: Path, ctx: LoadContext) -> _Loaded:
+    return _Loaded(_diffusion(path, ctx), ctx, {})
+
+
+def _run_t2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
+    out = loaded.pipe(prompt=need_text(inputs), **_steps(loaded.ctx))
+    return TaskResult(media=(png_blob(out.images[0]),))
+
+
+def _load_i2i(path: Path, ctx: LoadContext) -> _Loaded:
+    from diffusers import AutoPipelineForImage2Image
+
+    pipe = _diffusion(path, ctx)
+    if "image" not in inspect.signature(pipe.__call__).parameters:  # a text-to-image model
+        pipe = AutoPipelineForImage2Image.from_pipe(pipe)
+        pipe.set_progress_bar_config(disable=True)
+    return _Loaded(pipe, ctx, {})
+
+
+def _fit(im: Image.Image, side: int, multiple: int) -> Image.Image:
+    """``im`` scaled so its longer side is about ``side``, each side a multiple of ``multiple``."""
+    scale = side / max(im.size)
+    w, h = (max(multiple, round(v * scale / multiple) * multiple) for v in im.size)
+    return im.resize((w, h), Image.Resampling.BICUBIC)
+
+
+def _default_side(pipe: Any) -> tuple[int, int]:
+    factor = int(getattr(pipe, "vae_scale_factor", 8))
+    unet = pipe.unet.config
+    return int(unet.sample_size) * factor, factor * 2 ** (len(unet.block_out_channels) - 1)
+
+
+def _run_i2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
+    side, multiple = _default_side(loaded.pipe)
+    image = _fit(need_image(inputs), side, multiple)
+    out = loaded.pipe(prompt=inputs.text or "", image=image, **_steps(loaded.ctx))
+    return TaskResult(media=(png_blob(out.images[0]),))
+
+
+def canny(im: Image.Image, low: float = 100.0, high: float = 200.0) -> Image.Image:
+    """Canny edges (white on black, RGB) with numpy only: blur, Sobel,
+    non-maximum suppression, double threshold and hysteresis, as OpenCV's
+    ``cv2.Canny(img, 100, 200)`` that ControlNet's canny models were trained on."""
+    g = np.asarray(im.convert("L"), dtype=np.float32)
+    k = np.array([1, 4, 6, 4, 1], dtype=np.float32) / 16
+    pad = np.pad(g, 2, mode="edge")
+    g = sum(k[i] * pad[:, i : i + g.shape[1]] for i in range(5))
+    g = sum(k[i] * g[i : i + pad.shape[0] - 4, :] for i in range(5))
+    p = np.pad(g, 1, mode="edge")
+    gx = (p[:-2, 2:] + 2 * p[1:-1, 2:] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[1:-1, :-2] + p[2:, :-2])
+    gy = (p[2:, :-2] + 2 * p[2:, 1:-1] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[:-2, 1:-1] + p[:-2, 2:])
+    mag = np.hypot(gx, gy)
+    angle = (np.rad2deg(np.arctan2(gy, gx)) + 180.0) % 180.0
+    m = np.pad(mag, 1)
+    h, w = mag.shape
+    nb = {  # the two neighbours along the gradient, per quantised direction
+        0: (m[1:-1, :-2], m[1:-1, 2:]),
+        45: (m[:-2, 2:], m[2:, :-2]),
+        90: (m[:-2, 1:-1], m[2:, 1:-1]),
+        135: (m[:-2, :-2], m[2:, 2:]),
+    }
+    q = (np.round(angle / 45.0) % 4 * 45).astype(int)
+    keep = np.zeros_like(mag, dtype=bool)
+    for d, (a, b) in nb.items():
+        keep |= (q == d) & (mag >= a) & (mag >= b)
+    mag = np.where(keep, mag, 0.0)
+    strong, weak = mag >= high, mag >= low
+    for _ in range(h * w):  # hysteresis: grow strong edges through weak ones
+        s = np.pad(strong, 1)
+        grown = weak & (
+            s[:-2, :-2]
+            | s[:-2, 1:-1]
+            | s[:-2, 2:]
+            | s[1:-1, :-2]
+            | s[1:-1, 2:]
+            | s[2:, :-2]
+            | s[2:, 1:-1]
+            | s[2:, 2:]
+            | strong
+        )
+        if (grown == strong).all():
+            break
+        strong = grown
+    edges = (strong * 255).astype(np.uint8)
+    return Image.fromarray(np.stack([edges] * 3, axis=-1), mode="RGB")
+
+
+def _preprocessor(name: str) -> str:
+    """Which control image a ControlNet expects, from its name."""
+    return "canny" if "canny" in name.lower() else "none"
+
+
+def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
+    """A full ControlNet pipeline directory, or a bare ControlNet plus the
+    Stable Diffusion base (``controlnet_base``) it was trained against."""
+    if (path / "model_index.json").is_file():
+        pipe = _diffusion(path, ctx, "StableDiffusionControlNetPipeline")
+    else:
+        from diffusers import ControlNetModel
+
+        base = ctx.resolve(ctx.controlnet_base)
+        if base is None:
+            raise TaskFailed(
+                f"ControlNet needs its base model {ctx.controlnet_base}, which is not available "
+                "locally (put it under LOCAL_MODELS_DIR)"
+            )
+        net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
+        pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
+    return _Loaded(pipe, ctx, {"preprocessor": _preprocessor(path.name)})
+
+
+def _run_controlnet(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
+    side, multiple = _default_side(loaded.pipe)
+    control = _fit(need_image(inputs), side, multiple)
+    if loaded.extra["preprocessor"] == "canny":
+        control = canny(control)
+    out = loaded.pipe(prompt=need_text(inputs), image=control, **_steps(loaded.ctx))
+    return TaskResult(
+        media=(png_blob(out.images[0]),), extra={"control": loaded.extra["preprocessor"]}
+    )
+
+
+def _run_t2v(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
+    out = loaded.pipe(prompt=need_text(inputs), **_steps(loaded.ctx))
+    frames = out.frames[0]
+    frames = list(frames) if not isinstance(frames, list) else frames
+    fps = 8 if len(frames) >= 8 else max(1, math.ceil(len(frames) / 2))
+    return TaskResult(
+        media=(Blob(kind="video", mime="video/mp4", data=media.encode_video(frames, fps)),)
+    )
+
+
+DIFFUSERS_ADAPTERS: dict[str, Adapter] = {
+    "text-to-image": Adapter("diffusers", _load_t2i, _run_t2i),
+    "image-to-image": Adapter("diffusers", _load_i2i, _run_i2i),
+    "controlnet-sd": Adapter("diffusers", _load_controlnet, _run_controlnet),
+    "text-to-video": Adapter("diffusers", _load_t2i, _run_t2v),
+}
