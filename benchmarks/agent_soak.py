@@ -64,7 +64,12 @@ def random_plan(rng: random.Random) -> str:
     return json.dumps(
         [
             {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}},
-            {"task": "image-classification", "id": 1, "dep": [0], "args": {"image": "<resource>-0"}},
+            {
+                "task": "image-classification",
+                "id": 1,
+                "dep": [0],
+                "args": {"image": "<resource>-0"},
+            },
             {"task": rng.choice(TEXT_TASKS), "id": 2, "dep": [-1], "args": {"text": "hello"}},
         ]
     )

@@ -71,9 +71,13 @@ def _fit(im: Image.Image, side: int, multiple: int) -> Image.Image:
 
 
 def _default_side(pipe: Any) -> tuple[int, int]:
+    """The pipeline's native image side and the multiple its sizes must be."""
     factor = int(getattr(pipe, "vae_scale_factor", 8))
-    unet = pipe.unet.config
-    return int(unet.sample_size) * factor, factor * 2 ** (len(unet.block_out_channels) - 1)
+    unet = getattr(pipe, "unet", None)
+    if unet is None:  # transformer-based pipelines (SD3, Flux…)
+        return int(getattr(pipe, "default_sample_size", 128)) * factor, factor * 2
+    cfg = unet.config
+    return int(cfg.sample_size) * factor, factor * 2 ** (len(cfg.block_out_channels) - 1)
 
 
 def _run_i2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:

@@ -201,3 +201,38 @@ async def test_chat_loop_reads_stdin(
     assert proc.returncode == 0, err.decode()
     assert "Hi from the bot" in out.decode()
     assert llm_fake.calls("plan")[0]["messages"][-1]["content"].count(text) >= 1
+
+
+async def test_models_refresh_rebuilds_catalog_from_hub(tmp_path: Path, hf_fake: FakeHF) -> None:
+    hf_fake.hub_models = [
+        {
+            "id": f"org/cls-{i}",
+            "pipeline_tag": "image-classification",
+            "downloads": d,
+            "likes": 1,
+            "tags": ["vit"],
+        }
+        for i, d in enumerate([10, 500, 70])
+    ] + [
+        {"id": "org/tts", "pipeline_tag": "text-to-speech", "downloads": 5, "likes": 0, "tags": []}
+    ]
+    env = base_env(tmp_path)
+    env["HF_ENDPOINT"] = hf_fake.base_url
+    out_file = tmp_path / "catalog.jsonl"
+    code, out, err = await run_bot(
+        "models", "refresh", "--per-task", "2", "--output", str(out_file), env=env, cwd=tmp_path
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    cls = [r["id"] for r in rows if r["task"] == "image-classification"]
+    assert cls == ["org/cls-1", "org/cls-2"]  # ranked by downloads, top 2
+    assert any(r["id"] == "org/tts" for r in rows)
+    queries = [q for q in hf_fake.hub_queries if q.get("pipeline_tag") == "image-classification"]
+    assert queries and queries[0]["sort"] == "downloads" and queries[0]["limit"] == "2"
+    # the new catalog drives the agent: `models list` now shows it
+    env["MODEL_CATALOG"] = str(out_file)
+    code, out, err = await run_bot(
+        "models", "list", "--task", "image-classification", env=env, cwd=tmp_path
+    )
+    assert code == 0, err
+    assert "org/cls-1, org/cls-2" in out

@@ -57,7 +57,9 @@ def test_remote_tasks_cover_the_table() -> None:
 @pytest.mark.parametrize("task", REMOTE_TASKS)
 async def test_task_end_to_end(agent_env: AgentEnv, task: str) -> None:
     env = agent_env
-    env.llm.reply("plan", json.dumps([{"task": task, "id": 0, "dep": [-1], "args": args_for(task)}]))
+    env.llm.reply(
+        "plan", json.dumps([{"task": task, "id": 0, "dep": [-1], "args": args_for(task)}])
+    )
     request = Request(
         KEY,
         "u1",

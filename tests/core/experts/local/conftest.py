@@ -85,6 +85,11 @@ def audio_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def speech_recognizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "asr", "speech_recognizer")
+
+
+@pytest.fixture(scope="session")
 def stable_diffusion(models_root: Path) -> Path:
     """Saved as the ControlNet base id resolves: ``owner/name`` under the root."""
     from tests.core.experts.local import tiny_models

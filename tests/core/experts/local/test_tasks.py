@@ -108,12 +108,27 @@ async def test_audio_classification(expert: LocalExpert, audio_classifier: Path)
     assert {x.label for x in result.labels} == {"yes", "no"}
 
 
+async def test_speech_recognition(expert: LocalExpert, speech_recognizer: Path) -> None:
+    m = model("automatic-speech-recognition", speech_recognizer)
+    result = await expert.run("automatic-speech-recognition", m, TaskInputs(audio=sine_wav()))
+    assert result.text == "a"  # CTC collapses the repeated "a" of the biased head
+
+
 async def test_text_to_image(expert: LocalExpert, stable_diffusion: Path) -> None:
     m = model("text-to-image", stable_diffusion)
     result = await expert.run("text-to-image", m, TaskInputs(text="a cat"))
     im = _image(result.media_of("image"))  # type: ignore[arg-type]
     assert im.size == (64, 64)  # sample_size 32 × the VAE's factor 2
     assert np.asarray(im).std() > 0, "a drawn image, not a blank one"
+
+
+async def test_image_to_image_reuses_a_text_to_image_model(
+    expert: LocalExpert, stable_diffusion: Path
+) -> None:
+    m = model("image-to-image", stable_diffusion)
+    result = await expert.run("image-to-image", m, TaskInputs(text="in blue", image=png((40, 40))))
+    im = _image(result.media_of("image"))  # type: ignore[arg-type]
+    assert im.size == (64, 64)
 
 
 async def test_controlnet_canny_with_base_from_models_dir(

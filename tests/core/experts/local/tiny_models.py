@@ -209,6 +209,43 @@ def audio_classifier(path: Path) -> Path:
     return path
 
 
+def speech_recognizer(path: Path) -> Path:
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefgh")}}
+    (path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tok = Wav2Vec2CTCTokenizer(str(path / "vocab.json"))
+    assert len(tok) >= len(vocab), (len(tok), len(vocab))
+    cfg = Wav2Vec2Config(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=20,
+        conv_dim=(16, 16),
+        conv_stride=(5, 4),
+        conv_kernel=(10, 8),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        pad_token_id=0,
+    )
+    model = Wav2Vec2ForCTC(cfg)
+    with torch.no_grad():  # say "a" everywhere, so the transcript is not empty
+        model.lm_head.bias[3] = 20.0
+    model.save_pretrained(path)
+    Wav2Vec2Processor(
+        feature_extractor=Wav2Vec2FeatureExtractor(sampling_rate=16000), tokenizer=tok
+    ).save_pretrained(path)
+    return path
+
+
 # --- diffusers --------------------------------------------------------------------
 
 
