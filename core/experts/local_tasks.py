@@ -127,7 +127,7 @@ def _pipeline(ptask: str) -> Callable[[Path, LoadContext], Any]:
         # ``path`` is always an existing directory, which transformers reads
         # without asking the Hub.  (pipeline() forwards local_files_only to
         # the pipeline class too, where most reject it, so it is not passed.)
-        return pipeline(ptask, model=str(path), device=ctx.device, dtype=ctx.dtype())
+        return pipeline(ptask, model=str(path), device=ctx.device, dtype=ctx.dtype())  # type: ignore[call-overload]
 
     return load
 

@@ -49,6 +49,25 @@ def args_for(task: str) -> dict[str, str]:
     return out
 
 
+def assert_drawn_on_input(task: str, data: bytes) -> None:
+    """Boxes / masks changed the input's pixels where the model said."""
+    import io
+
+    from PIL import Image
+
+    before = Image.open(io.BytesIO(sample_png())).convert("RGB")
+    after = Image.open(io.BytesIO(data)).convert("RGB")
+    if task == "object-detection":  # the fake's first box: (16, 16)-(47, 47)
+        assert after.size == before.size
+        assert after.getpixel((16, 30)) != before.getpixel((16, 30))  # on the left edge
+        assert after.getpixel((60, 5)) == before.getpixel((60, 5))  # far from every box
+    else:
+        changed = sum(
+            after.getpixel((x, y)) != before.getpixel((x, y)) for x in range(64) for y in range(64)
+        )
+        assert changed > 100
+
+
 def test_remote_tasks_cover_the_table() -> None:
     assert len(REMOTE_TASKS) == 22
     assert set(TASKS) - set(REMOTE_TASKS) == {"controlnet-sd", "video-classification"}
@@ -81,9 +100,13 @@ async def test_task_end_to_end(agent_env: AgentEnv, task: str) -> None:
         assert kinds == [EXPECT_FILE[task]]
         data = reply.files[0].path.read_bytes()
         if kinds[0] == "audio":
-            assert media.audio_duration(data) > 0
+            # WAV from the model is re-encoded so it plays on phones
+            assert reply.files[0].mime == "audio/ogg"
+            assert media.audio_duration(data) > 0.4
         if kinds[0] == "image":
             assert media.image_size(data)[0] > 0
+        if task in ("object-detection", "image-segmentation"):
+            assert_drawn_on_input(task, data)
     else:
         assert kinds == []
     # the answer prompt saw the result
