@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml
 $(LOCAL_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LOCAL_VENV)
 	$(LPY) -m pip install -q --upgrade pip
+	# the CPU build first, so nothing can pull the multi-GB CUDA one
+	$(LPY) -m pip install -q torch==2.13.0
 	$(LPY) -m pip install -q -e '.[dev,local]'
 	touch $@
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.catalog import Catalog, ModelInfo
-from core.errors import InputRejected, PlanError, RunFailed, StoreUnavailable
+from core.errors import InputRejected, PlanError, RunFailed, StoreUnavailable, TaskFailed
 from core.execution import Executor, TaskOutcome, with_handles
 from core.llm import LLM
-from core.mediatypes import inspect_attachment, sniff
+from core.mediatypes import inspect_attachment
 from core.planning import (
     RETRY_HINT,
     PlannedTask,
@@ -35,6 +35,7 @@ from core.selection import Selection, select_models
 from core.store.media import MediaStore
 from core.store.repo import History, Repo, TurnRecord, allocate_handle
 from core.tasks import canonical_task
+from core.turn import Turn, chat_log, record, states
 from core.types import (
     ConversationKey,
     ModelChoice,
@@ -54,19 +55,6 @@ from core.types import (
 
 log = logging.getLogger(__name__)
 
-# Short handles for generated files, named for the task that made them.
-_OUTPUT_NAMES = {
-    "text-to-image": "image",
-    "image-to-image": "edited",
-    "controlnet-sd": "controlnet",
-    "object-detection": "detected",
-    "image-segmentation": "segments",
-    "text-to-video": "video",
-    "text-to-speech": "speech",
-    "audio-to-audio": "audio",
-}
-
-
 STORE_DOWN = (
     "I can't reach the conversation history database right now, so I can't work on this "
     "safely. Please try again in a moment."
@@ -83,18 +71,6 @@ class AgentConfig:
     max_attachment_bytes: int = 25 * 1024 * 1024
     max_image_pixels: int = 40_000_000
     history_turns: int = 10
-
-
-@dataclass(slots=True)
-class _Turn:
-    """Mutable state of one request while it runs."""
-
-    request: Request
-    usage: Usage
-    history: History
-    uploads: list[Resource]
-    generated: list[Resource]
-    timings: dict[str, float]
 
 
 class Agent:
@@ -127,7 +103,7 @@ class Agent:
         emit = _safe_sink(progress, request.request_id)
         lock = self._locks.setdefault(request.conversation, asyncio.Lock())
         async with lock:
-            turn = _Turn(request, Usage(), History([], {}), [], [], {})
+            turn = Turn(request)
             t0 = time.perf_counter()
             try:
                 reply = await self._run(turn, emit)
@@ -224,17 +200,20 @@ class Agent:
         return await self.repo.read(resource)
 
     # ------------------------------------------------------------- stages
-    async def _run(self, turn: _Turn, emit: ProgressSink) -> Reply:
+    async def _run(self, turn: Turn, emit: ProgressSink) -> Reply:
         req = turn.request
         await emit(Progress(Stage.PLANNING, "Reading the conversation and planning"))
         turn.history = await self.repo.load_history(
             req.conversation, turns=self.config.history_turns
         )
-        await self._store_uploads(turn)
+        await turn.store_uploads(
+            self.media,
+            max_bytes=self.config.max_attachment_bytes,
+            max_pixels=self.config.max_image_pixels,
+        )
 
         t = time.perf_counter()
-        handles = {h: r.kind for h, r in turn.history.resources.items()}
-        handles.update({r.handle: r.kind for r in turn.uploads})
+        handles = turn.handles()
         plan = await self._plan(req, turn.history, handles, turn.usage)
         turn.timings["planning"] = round(time.perf_counter() - t, 3)
         log.info("request %s planned %d tasks", req.request_id, len(plan))
@@ -249,14 +228,14 @@ class Agent:
             outcomes = await self._execute(turn, plan, selections, emit)
             turn.timings["execution"] = round(time.perf_counter() - t, 3)
 
-        records = tuple(_record(outcomes[t.id], t) for t in plan if t.id in outcomes)
-        await emit(Progress(Stage.ANSWERING, "Writing the answer", _states(outcomes)))
+        records = tuple(record(outcomes[t.id], t) for t in plan if t.id in outcomes)
+        await emit(Progress(Stage.ANSWERING, "Writing the answer", states(outcomes)))
         t = time.perf_counter()
         try:
             text = await generate_response(
                 self.llm,
                 request_text=req.text,
-                chat_log=_chat_log(turn.history),
+                chat_log=chat_log(turn.history),
                 records=records,
                 files=tuple(turn.generated),
                 usage=turn.usage,
@@ -273,7 +252,7 @@ class Agent:
         runnable = self.router.runnable_tasks(self.catalog)
         messages = build_planning_messages(
             request_text=req.text,
-            chat_log=_chat_log(history),
+            chat_log=chat_log(history),
             files=sorted(handles.items()),
             runnable=runnable,
         )
@@ -322,7 +301,7 @@ class Agent:
 
     async def _execute(
         self,
-        turn: _Turn,
+        turn: Turn,
         plan: Sequence[PlannedTask],
         selections: dict[int, Selection],
         emit: ProgressSink,
@@ -343,17 +322,21 @@ class Agent:
             )
 
         async def load_handle(handle: str) -> Blob:
-            res = turn.history.resources | {r.handle: r for r in turn.uploads}
-            r = res.get(handle)
+            r = turn.resource(handle)
             if r is None:
-                raise RunFailed(f"there is no file named {handle} in this conversation")
-            return Blob(r.kind, r.mime, await self.repo.read(r), handle=r.handle)
+                raise TaskFailed(f"there is no file named {handle} here", retryable=False)
+            try:
+                data = await self.repo.read(r)
+            except (OSError, ValueError) as e:
+                log.error("request %s: cannot read %s: %s", turn.request.request_id, handle, e)
+                raise TaskFailed(f"the stored file {handle} is missing", retryable=False) from e
+            return Blob(r.kind, r.mime, data, handle=r.handle)
 
         async def save_result(o: TaskOutcome) -> TaskResult:
             assert o.result is not None
             handles: list[str] = []
             for blob in o.result.media:
-                res = await self._store_blob(turn, blob, o)
+                res = await turn.store_output(self.media, blob, o.task, o.id)
                 handles.append(res.handle)
             return with_handles(o.result, handles)
 
@@ -366,46 +349,9 @@ class Agent:
             save_result=save_result,
         )
 
-    # -------------------------------------------------------------- files
-    async def _store_uploads(self, turn: _Turn) -> None:
-        taken = set(turn.history.resources)
-        for a in turn.request.attachments:
-            mt = inspect_attachment(
-                a.name,
-                a.mime,
-                a.data,
-                max_bytes=self.config.max_attachment_bytes,
-                max_pixels=self.config.max_image_pixels,
-            )
-            rel, sha = await self.media.put(a.data, mt.ext)
-            handle = allocate_handle(taken, a.name)
-            taken.add(handle)
-            turn.uploads.append(
-                Resource(handle, mt.kind, mt.mime, self.media.path(rel), sha, len(a.data), "upload")
-            )
-
-    async def _store_blob(self, turn: _Turn, blob: Blob, o: TaskOutcome) -> Resource:
-        mt = sniff(blob.data)
-        ext = mt.ext if mt else blob.mime.rsplit("/", 1)[-1]
-        rel, sha = await self.media.put(blob.data, ext)
-        taken = set(turn.history.resources) | {r.handle for r in (*turn.uploads, *turn.generated)}
-        handle = allocate_handle(taken, f"{_OUTPUT_NAMES.get(o.task, blob.kind)}.{ext}")
-        res = Resource(
-            handle,
-            blob.kind,
-            mt.mime if mt else blob.mime,
-            self.media.path(rel),
-            sha,
-            len(blob.data),
-            "generated",
-            o.id,
-        )
-        turn.generated.append(res)
-        return res
-
     # ------------------------------------------------------------ finishing
     def _reply(
-        self, turn: _Turn, text: str, records: tuple[TaskRecord, ...], *, error: bool = False
+        self, turn: Turn, text: str, records: tuple[TaskRecord, ...], *, error: bool = False
     ) -> Reply:
         return Reply(
             text=text,
@@ -417,7 +363,7 @@ class Agent:
             error=error,
         )
 
-    async def _persist(self, turn: _Turn, reply: Reply) -> Reply:
+    async def _persist(self, turn: Turn, reply: Reply) -> Reply:
         try:
             final = await self.repo.save_turn(TurnRecord(turn.request, tuple(turn.uploads), reply))
         except StoreUnavailable as e:
@@ -438,35 +384,3 @@ def _safe_sink(progress: ProgressSink | None, request_id: str) -> ProgressSink:
             log.exception("request %s: progress sink failed", request_id)
 
     return emit
-
-
-def _chat_log(history: History) -> list[tuple[str, str]]:
-    out = []
-    for t in history.turns:
-        text = t.text
-        if t.handles:
-            text += f"\n[files: {', '.join(t.handles)}]"
-        out.append((t.role, text))
-    return out
-
-
-def _states(outcomes: dict[int, TaskOutcome]) -> tuple[TaskState, ...]:
-    return tuple(o.state() for o in outcomes.values())
-
-
-def _record(o: TaskOutcome, t: PlannedTask) -> TaskRecord:
-    files = tuple(b.handle for b in (o.result.media if o.result else ()) if b.handle)
-    return TaskRecord(
-        id=o.id,
-        task=o.task,
-        model=o.model.id if o.model else None,
-        status=o.status,
-        started=o.started,
-        ended=o.ended,
-        error=o.error,
-        args=o.args or dict(t.args),
-        dep=tuple(t.dep),
-        reason=o.reason,
-        result=o.result.summary() if o.result else None,
-        files=files,
-    )

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
+from core.experts.base import Expert
 from core.planning import PlannedTask
 from core.postprocess import enrich
 from core.results import Blob, TaskInputs, TaskResult
@@ -147,8 +148,7 @@ class Executor:
         self, t: PlannedTask, models: list[ModelInfo], inputs: TaskInputs, out: TaskOutcome
     ) -> None:
         errors: list[str] = []
-        for model in models[: self.attempts]:
-            backends = self.router.backends_for(t.task, model)
+        for model, backends in self._plan_attempts(t.task, models):
             if not backends:
                 errors.append(f"{model.id}: no backend can serve it")
                 continue
@@ -176,6 +176,34 @@ class Executor:
                 errors.append(msg)
         out.status = TaskStatus.FAILED
         out.error = "; ".join(errors) or "no model could run"
+
+    def _plan_attempts(
+        self, task: str, models: list[ModelInfo]
+    ) -> list[tuple[ModelInfo, list[Expert]]]:
+        """The chosen model on each backend that can serve it (hybrid: local
+        first, then remote), then the next candidates.  In hybrid mode the
+        next candidate is, when possible, one the other side can serve, so a
+        failing side falls back to the other rather than failing again."""
+        first = models[0]
+        plan = [(first, self.router.backends_for(task, first))]
+        used = {b.name for b in plan[0][1]}
+        rest = models[1:]
+        while rest and len(plan) < self.attempts:
+            pick = rest[0]
+            if self.router.mode == "hybrid":
+                pick = next(
+                    (
+                        m
+                        for m in rest
+                        if any(b.name not in used for b in self.router.backends_for(task, m))
+                    ),
+                    rest[0],
+                )
+            rest.remove(pick)
+            backends = self.router.backends_for(task, pick)
+            used |= {b.name for b in backends}
+            plan.append((pick, backends))
+        return plan
 
     async def _inputs(
         self,

@@ -1,0 +1,120 @@
+"""The state of one request while the agent works on it, and the files it
+brings and makes.
+
+Uploads are checked by their bytes and written to the media store before
+planning (the planner sees their handles); every generated file is stored
+the moment its task finishes, so later tasks and the answer name it by
+handle.  The database rows are written once, at the end, by the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.execution import TaskOutcome
+from core.mediatypes import inspect_attachment, sniff
+from core.planning import PlannedTask
+from core.results import Blob
+from core.store.media import MediaStore
+from core.store.repo import History, allocate_handle
+from core.types import Request, Resource, TaskRecord, TaskState, Usage
+
+# Short handles for generated files, named for the task that made them.
+OUTPUT_NAMES = {
+    "text-to-image": "image",
+    "image-to-image": "edited",
+    "controlnet-sd": "controlnet",
+    "object-detection": "detected",
+    "image-segmentation": "segments",
+    "text-to-video": "video",
+    "text-to-speech": "speech",
+    "audio-to-audio": "audio",
+}
+
+
+@dataclass(slots=True)
+class Turn:
+    """Mutable state of one request while it runs."""
+
+    request: Request
+    usage: Usage = field(default_factory=Usage)
+    history: History = field(default_factory=lambda: History([], {}))
+    uploads: list[Resource] = field(default_factory=list)
+    generated: list[Resource] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def handles(self) -> dict[str, str]:
+        """Every file this turn may name: handle → kind."""
+        out = {h: r.kind for h, r in self.history.resources.items()}
+        out.update({r.handle: r.kind for r in (*self.uploads, *self.generated)})
+        return out
+
+    def resource(self, handle: str) -> Resource | None:
+        mine = {r.handle: r for r in (*self.uploads, *self.generated)}
+        return mine.get(handle) or self.history.resources.get(handle)
+
+    async def store_uploads(self, media: MediaStore, *, max_bytes: int, max_pixels: int) -> None:
+        """Check each attachment by its bytes (InputRejected) and store it."""
+        taken = set(self.handles())
+        for a in self.request.attachments:
+            mt = inspect_attachment(
+                a.name, a.mime, a.data, max_bytes=max_bytes, max_pixels=max_pixels
+            )
+            rel, sha = await media.put(a.data, mt.ext)
+            handle = allocate_handle(taken, a.name)
+            taken.add(handle)
+            self.uploads.append(
+                Resource(handle, mt.kind, mt.mime, media.path(rel), sha, len(a.data), "upload")
+            )
+
+    async def store_output(
+        self, media: MediaStore, blob: Blob, task: str, task_id: int
+    ) -> Resource:
+        mt = sniff(blob.data)
+        ext = mt.ext if mt else blob.mime.rsplit("/", 1)[-1]
+        rel, sha = await media.put(blob.data, ext)
+        name = f"{OUTPUT_NAMES.get(task, blob.kind)}.{ext}"
+        res = Resource(
+            allocate_handle(set(self.handles()), name),
+            blob.kind,
+            mt.mime if mt else blob.mime,
+            media.path(rel),
+            sha,
+            len(blob.data),
+            "generated",
+            task_id,
+        )
+        self.generated.append(res)
+        return res
+
+
+def chat_log(history: History) -> list[tuple[str, str]]:
+    out = []
+    for t in history.turns:
+        text = t.text
+        if t.handles:
+            text += f"\n[files: {', '.join(t.handles)}]"
+        out.append((t.role, text))
+    return out
+
+
+def states(outcomes: dict[int, TaskOutcome]) -> tuple[TaskState, ...]:
+    return tuple(o.state() for o in outcomes.values())
+
+
+def record(o: TaskOutcome, t: PlannedTask) -> TaskRecord:
+    files = tuple(b.handle for b in (o.result.media if o.result else ()) if b.handle)
+    return TaskRecord(
+        id=o.id,
+        task=o.task,
+        model=o.model.id if o.model else None,
+        status=o.status,
+        started=o.started,
+        ended=o.ended,
+        error=o.error,
+        args=o.args or dict(t.args),
+        dep=tuple(t.dep),
+        reason=o.reason,
+        result=o.result.summary() if o.result else None,
+        files=files,
+    )
