@@ -72,6 +72,8 @@ class Turn:
     ) -> Resource:
         mt = sniff(blob.data)
         ext = mt.ext if mt else blob.mime.rsplit("/", 1)[-1]
+        if ext == "opus":
+            ext = "ogg"  # the name every phone and chat app plays Ogg/Opus under
         rel, sha = await media.put(blob.data, ext)
         name = f"{OUTPUT_NAMES.get(task, blob.kind)}.{ext}"
         res = Resource(

@@ -85,26 +85,44 @@ async def test_long_answer_is_split_and_code_blocks_stay_whole(harness: Harness)
     assert messages[-1].endswith("That's all.")
 
 
+def noisy_wav(seconds: float) -> bytes:
+    """White noise: incompressible, so it stays large after re-encoding."""
+    import wave
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pcm = (rng.uniform(-1, 1, int(16000 * seconds)) * 32767).astype("<i2").tobytes()
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm)
+    return buf.getvalue()
+
+
 async def test_images_over_the_upload_limit_are_downscaled_others_are_named(
     harness: Harness,
 ) -> None:
     h, fake = harness, harness.fake
     big = noisy_png(200)  # ~120 KB
     h.env.hf.serve(model_a("text-to-image"), "text-to-image", big)
+    h.env.hf.serve(model_a("text-to-speech"), "text-to-speech", noisy_wav(8.0))
     h.env.llm.reply(
         "plan",
         plan(step(0, "text-to-image", text="noise"), step(1, "text-to-speech", text="hello")),
     )
-    h.env.llm.reply("answer", "Made image.png and speech.wav.")
-    limit = 12_000  # sample_wav is ~16 KB
+    h.env.llm.reply("answer", "Made image.png and speech.ogg.")
+    limit = 12_000  # 8 s of noise stays far above this even as OGG/Opus
     p = await h.interact(fake.interaction("ask", {"prompt": "noise, say hello"}, size_limit=limit))
 
     [answer] = fake.followups(p["token"])
     [part] = answer.files
     assert part.filename == "image.jpg" and len(part.data) <= limit < len(big)
     assert Image.open(io.BytesIO(part.data)).format == "JPEG"
-    assert "Made image.png and speech.wav." in (answer.content or "")
-    assert "`speech.wav`" in (answer.content or "") and "too large" in (answer.content or "")
+    assert "Made image.png and speech.ogg." in (answer.content or "")
+    assert "`speech.ogg`" in (answer.content or "") and "too large" in (answer.content or "")
 
 
 async def test_files_are_packed_within_the_limit_per_message(harness: Harness) -> None:
