@@ -87,6 +87,7 @@ def reply_json(reply: Reply) -> dict[str, Any]:
                 "id": t.id,
                 "task": t.task,
                 "model": t.model,
+                "backend": t.backend,
                 "status": t.status.value,
                 "started": t.started.isoformat() if t.started else None,
                 "ended": t.ended.isoformat() if t.ended else None,

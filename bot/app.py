@@ -71,6 +71,8 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
             models_dir=settings.local_models_dir,
             max_loaded=settings.local_max_models,
             device=settings.local_device,
+            controlnet_base=settings.local_controlnet_base,
+            diffusion_steps=settings.local_diffusion_steps,
         )
     return ExpertRouter(settings.inference_mode, remote=remote, local=local)
 

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     local_models_dir: Path | None = None
     local_max_models: int = 2
     local_device: str | None = None  # "cpu", "cuda", … (auto when unset)
+    # the Stable Diffusion base a bare ControlNet checkpoint is paired with (id or dir)
+    local_controlnet_base: str = "stable-diffusion-v1-5/stable-diffusion-v1-5"
+    local_diffusion_steps: int | None = None  # fewer steps = faster, rougher images
 
     # --- model selection ---
     model_catalog: Path | None = None

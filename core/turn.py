@@ -119,4 +119,5 @@ def record(o: TaskOutcome, t: PlannedTask) -> TaskRecord:
         reason=o.reason,
         result=o.result.summary() if o.result else None,
         files=files,
+        backend=o.backend if o.result is not None else None,
     )

@@ -128,6 +128,7 @@ class TaskRecord:
     reason: str | None = None
     result: dict[str, Any] | None = None
     files: tuple[str, ...] = ()  # handles of the resources it produced
+    backend: str | None = None  # "remote" | "local": which side served it
 
 
 @dataclass(slots=True)
