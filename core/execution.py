@@ -92,7 +92,7 @@ class Executor:
             t.id: TaskOutcome(
                 t.id,
                 t.task,
-                model=(candidates.get(t.id) or [None])[0],
+                model=next(iter(candidates.get(t.id) or ()), None),
                 reason=(reasons or {}).get(t.id),
             )
             for t in plan
