@@ -52,6 +52,7 @@ bench: install install-local
 	$(PY) benchmarks/discord_defer.py
 	$(PY) benchmarks/slack_ack.py
 	$(LPY) benchmarks/local_inference.py
+	$(PY) benchmarks/agent_soak.py
 
 clean:
 	rm -rf $(VENV) $(LOCAL_VENV) .pytest_cache .ruff_cache
