@@ -196,16 +196,18 @@ def _run_segmentation(pipe: Any, inputs: TaskInputs) -> TaskResult:
     return TaskResult(segments=tuple(segments))
 
 
-def _run_image_to_text(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(images=need_image(inputs), text=inputs.text or None, max_new_tokens=MAX_NEW_TOKENS)
-    return TaskResult(text=_generated(raw))
-
-
 def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
     raw = pipe(image=need_image(inputs), question=need_text(inputs), top_k=1)
     raw = raw if isinstance(raw, list) else [raw]
+    # Donut answers None when its output lacks <s_answer>…</s_answer>, and has no score.
+    found = [d for d in raw if d.get("answer")]
+    if not found:
+        raise TaskFailed("the model found no answer in the document")
     return TaskResult(
-        answers=tuple(Answer(str(d["answer"]), float(d.get("score") or 0.0)) for d in raw)
+        answers=tuple(
+            Answer(str(d["answer"]).strip(), None if d.get("score") is None else float(d["score"]))
+            for d in found
+        )
     )
 
 
@@ -257,23 +259,41 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
         )
     else:
         batch = pipe.image_processor(list(frames), return_tensors="pt")
-    batch = batch.to(model.device)
     with torch.inference_mode():
-        logits = model(
-            **{k: v.to(model.dtype) if v.is_floating_point() else v for k, v in batch.items()}
-        ).logits
+        logits = model(**_on(model, batch)).logits
     return TaskResult(labels=_softmax_top(logits, model.config.id2label))
 
 
 # --- transformers models called directly --------------------------------------------------
 
 
-def _load_seq2seq(path: Path, ctx: LoadContext) -> Any:
+def _config(path: Path) -> Any:
     from transformers import AutoConfig
+    from transformers.utils import logging as tf_logging
 
-    if not getattr(
-        AutoConfig.from_pretrained(path, local_files_only=True), "is_encoder_decoder", False
-    ):
+    tf_logging.disable_progress_bar()  # the loaders below print no bars either
+    return AutoConfig.from_pretrained(path, local_files_only=True)
+
+
+def _on(model: Any, batch: Any) -> dict[str, Any]:
+    """``batch`` on the model's device, floating tensors in its dtype (fp16 on GPU)."""
+    return {
+        k: v.to(model.device, model.dtype) if v.is_floating_point() else v.to(model.device)
+        for k, v in batch.items()
+    }
+
+
+def _generate(tok: Any, model: Any, batch: Any) -> str:
+    """What ``model`` generates from ``batch``, decoded by ``tok`` (a tokenizer or processor)."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.generate(**_on(model, batch), max_new_tokens=MAX_NEW_TOKENS)
+    return str(tok.decode(out[0], skip_special_tokens=True)).strip()
+
+
+def _load_seq2seq(path: Path, ctx: LoadContext) -> Any:
+    if not getattr(_config(path), "is_encoder_decoder", False):
         return _pipeline("text-generation")(path, ctx)  # a decoder-only model: prompt it
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -284,18 +304,14 @@ def _load_seq2seq(path: Path, ctx: LoadContext) -> Any:
 
 def _seq2seq_runner(task: str) -> Callable[[Any, TaskInputs], TaskResult]:
     def run(loaded: Any, inputs: TaskInputs) -> TaskResult:
-        import torch
-
         if not isinstance(loaded, tuple):
             return _run_chat(loaded, inputs)
         tok, model = loaded
         params = getattr(model.config, "task_specific_params", None) or {}
         key = task if task in params else next((k for k in params if k.startswith(task)), None)
         prefix = str((params.get(key) or {}).get("prefix", "")) if key else ""
-        enc = tok(prefix + need_text(inputs), return_tensors="pt", truncation=True).to(model.device)
-        with torch.inference_mode():
-            out = model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS)
-        return TaskResult(text=tok.decode(out[0], skip_special_tokens=True).strip())
+        enc = tok(prefix + need_text(inputs), return_tensors="pt", truncation=True)
+        return TaskResult(text=_generate(tok, model, enc))
 
     return run
 
@@ -304,12 +320,65 @@ def _load_auto(kind: str) -> Callable[[Path, LoadContext], Any]:
     def load(path: Path, ctx: LoadContext) -> Any:
         import transformers
 
+        _config(path)
         auto = getattr(transformers, kind)
         proc = transformers.AutoProcessor.from_pretrained(path, local_files_only=True)
         model = auto.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
         return (proc, model.to(ctx.device).eval())
 
     return load
+
+
+def _load_captioner(path: Path, ctx: LoadContext) -> Any:
+    """VisionEncoderDecoder checkpoints (vit-gpt2, TrOCR) ship no processor, which the
+    image-text-to-text pipeline needs: they are called directly, as transformers 4's
+    image-to-text pipeline did.  BLIP, GIT and chat VLMs go through the pipeline."""
+    if _config(path).model_type != "vision-encoder-decoder":
+        return _pipeline("image-text-to-text")(path, ctx)
+    import transformers
+
+    images = transformers.AutoImageProcessor.from_pretrained(path, local_files_only=True)
+    tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = transformers.VisionEncoderDecoderModel.from_pretrained(
+        path, dtype=ctx.dtype(), local_files_only=True
+    )
+    return (images, tok, model.to(ctx.device).eval())
+
+
+def _run_image_to_text(loaded: Any, inputs: TaskInputs) -> TaskResult:
+    image = need_image(inputs)
+    if isinstance(loaded, tuple):  # a VisionEncoderDecoder
+        images, tok, model = loaded
+        return TaskResult(text=_generate(tok, model, images(image, return_tensors="pt")))
+    if not inputs.text:  # the pipeline insists on a prompt, which captioners do without
+        proc = loaded.processor
+        return TaskResult(
+            text=_generate(proc, loaded.model, proc(images=image, return_tensors="pt"))
+        )
+    raw = loaded(images=image, text=inputs.text, max_new_tokens=MAX_NEW_TOKENS)
+    return TaskResult(text=_generated(raw))
+
+
+def _load_doc_qa(path: Path, ctx: LoadContext) -> Any:
+    """Donut reads the page itself; LayoutLM models need words and boxes from
+    Tesseract OCR, which the pipeline runs only when pytesseract is installed."""
+    from transformers.utils import is_pytesseract_available
+
+    if _config(path).model_type != "vision-encoder-decoder" and not is_pytesseract_available():
+        raise TaskFailed(
+            "this document-question-answering model needs Tesseract OCR: "
+            "pip install pytesseract and install the tesseract-ocr package"
+        )
+    return _pipeline("document-question-answering")(path, ctx)
+
+
+def _load_tts(path: Path, ctx: LoadContext) -> Any:
+    if _config(path).model_type == "speecht5":  # the pipeline would fetch a vocoder from the Hub
+        raise TaskFailed(
+            "SpeechT5 needs a separate HiFi-GAN vocoder and speaker x-vectors, "
+            "which the local backend does not load; use a VITS (MMS) or Bark model"
+        )
+    return _pipeline("text-to-audio")(path, ctx)
 
 
 def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
@@ -344,13 +413,8 @@ def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
 
 
 def _load_vqa(path: Path, ctx: LoadContext) -> Any:
-    from transformers import AutoConfig
-
-    archs = (
-        getattr(AutoConfig.from_pretrained(path, local_files_only=True), "architectures", None)
-        or []
-    )
-    if any(a.endswith("ForQuestionAnswering") for a in archs):  # ViLT-style classifier
+    archs = getattr(_config(path), "architectures", None) or []
+    if any(a.endswith("ForQuestionAnswering") for a in archs):  # ViLT classifies, BLIP writes
         return _load_auto("AutoModelForVisualQuestionAnswering")(path, ctx)
     return _pipeline("image-text-to-text")(path, ctx)
 
@@ -363,11 +427,11 @@ def _run_vqa(loaded: Any, inputs: TaskInputs) -> TaskResult:
             answers=(Answer(_generated(loaded(images=need_image(inputs), text=need_text(inputs)))),)
         )
     proc, model = loaded
-    enc = proc(images=need_image(inputs), text=need_text(inputs), return_tensors="pt").to(
-        model.device
-    )
-    with torch.inference_mode():
-        logits = model(**enc).logits
+    enc = proc(images=need_image(inputs), text=need_text(inputs), return_tensors="pt")
+    if model.can_generate():  # BLIP writes its answer
+        return TaskResult(answers=(Answer(_generate(proc, model, enc)),))
+    with torch.inference_mode():  # ViLT picks one of its answer labels
+        logits = model(**_on(model, enc)).logits
     labels = _softmax_top(logits, model.config.id2label)
     return TaskResult(answers=tuple(Answer(x.label, x.score) for x in labels))
 
@@ -381,18 +445,16 @@ TRANSFORMERS_ADAPTERS: dict[str, Adapter] = {
     "summarization": Adapter(TF, _load_seq2seq, _seq2seq_runner("summarization")),
     "translation": Adapter(TF, _load_seq2seq, _seq2seq_runner("translation")),
     "question-answering": Adapter(TF, _load_auto("AutoModelForQuestionAnswering"), _run_qa),
-    "conversational": Adapter(TF, _pipeline("text-generation"), _run_chat),
+    "conversational": Adapter(TF, _load_seq2seq, _seq2seq_runner("conversational")),
     "text-generation": Adapter(TF, _pipeline("text-generation"), _run_text_gen),
-    "image-to-text": Adapter(TF, _pipeline("image-text-to-text"), _run_image_to_text),
+    "image-to-text": Adapter(TF, _load_captioner, _run_image_to_text),
     "visual-question-answering": Adapter(TF, _load_vqa, _run_vqa),
-    "document-question-answering": Adapter(
-        TF, _pipeline("document-question-answering"), _run_doc_qa
-    ),
+    "document-question-answering": Adapter(TF, _load_doc_qa, _run_doc_qa),
     "image-classification": Adapter(TF, _pipeline("image-classification"), _run_image_cls),
     "object-detection": Adapter(TF, _pipeline("object-detection"), _run_detection),
     "image-segmentation": Adapter(TF, _pipeline("image-segmentation"), _run_segmentation),
     "video-classification": Adapter(TF, _pipeline("video-classification"), _run_video_cls),
-    "text-to-speech": Adapter(TF, _pipeline("text-to-audio"), _run_tts),
+    "text-to-speech": Adapter(TF, _load_tts, _run_tts),
     "audio-classification": Adapter(TF, _pipeline("audio-classification"), _run_audio_cls),
     "automatic-speech-recognition": Adapter(
         TF, _pipeline("automatic-speech-recognition"), _run_asr

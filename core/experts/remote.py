@@ -43,6 +43,7 @@ from PIL import Image
 
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
+from core.mediatypes import sniff
 from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
@@ -57,28 +58,8 @@ _UNREACHABLE = (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError)
 
 def sniff_mime(data: bytes, fallback: str = "application/octet-stream") -> str:
     """The media type of ``data`` from its magic bytes (servers' headers lie)."""
-    head = data[:16]
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
-        return "audio/wav"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    if head.startswith(b"GIF8"):
-        return "image/gif"
-    if head.startswith(b"fLaC"):
-        return "audio/flac"
-    if head.startswith(b"OggS"):
-        return "audio/ogg"
-    if head.startswith(b"ID3") or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
-        return "audio/mpeg"
-    if head[4:8] == b"ftyp":
-        return "video/mp4"
-    if head.startswith(b"\x1a\x45\xdf\xa3"):
-        return "video/webm"
-    return fallback
+    found = sniff(data)
+    return found.mime if found and found.kind in ("image", "audio", "video") else fallback
 
 
 @dataclass(frozen=True, slots=True)

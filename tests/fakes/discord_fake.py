@@ -40,6 +40,8 @@ import discord.utils
 import pytest
 from aiohttp import web
 
+from tests.fakes.loopback import serve
+
 APP_ID = 900000000000000001
 BOT_ID = 900000000000000002
 GUILD_ID = 700000000000000001
@@ -564,19 +566,14 @@ async def make_discord_fake() -> AsyncIterator[FakeDiscord]:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", API + "/{tail:.*}", fake.handle_api)
     app.router.add_get("/cdn/{key:.*}", fake.handle_cdn)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
     old_base = discord.http.Route.BASE
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        fake.base_url = f"http://127.0.0.1:{port}"
-        discord.http.Route.BASE = f"{fake.base_url}{API}"
-        yield fake
-    finally:
-        discord.http.Route.BASE = old_base
-        await runner.cleanup()
+    async with serve(app) as base_url:
+        fake.base_url = base_url
+        discord.http.Route.BASE = f"{base_url}{API}"
+        try:
+            yield fake
+        finally:
+            discord.http.Route.BASE = old_base
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.fakes.loopback import serve
 from tests.fakes.samples import sample_mask_png, sample_mp4, sample_png, sample_wav
 
 
@@ -311,16 +312,9 @@ async def make_hf_fake() -> AsyncIterator[FakeHF]:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/api/models", fake.handle_models)
     app.router.add_post("/{tail:.+}", fake.handle_inference)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        fake.base_url = f"http://127.0.0.1:{port}"
+    async with serve(app) as base_url:
+        fake.base_url = base_url
         yield fake
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import pytest
 from aiohttp import web
 
 from core.llm import LLM
+from tests.fakes.loopback import serve
 
 # A queued reply: text, or a function of the request body (None → content null).
 Content = str | Callable[[dict[str, Any]], str | Awaitable[str | None] | None]
@@ -266,19 +267,14 @@ async def make_llm_fake() -> AsyncIterator[FakeLLM]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", fake.handle_chat)
     app.router.add_get("/v1/models", fake.handle_models)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        fake.base_url = f"http://127.0.0.1:{port}/v1"
-        yield fake
-    finally:
-        fake._stopping.set()
-        for llm in fake._clients:
-            await llm.aclose()
-        await runner.cleanup()
+    async with serve(app) as base_url:
+        fake.base_url = f"{base_url}/v1"
+        try:
+            yield fake
+        finally:
+            fake._stopping.set()
+            for llm in fake._clients:
+                await llm.aclose()
 
 
 @pytest.fixture

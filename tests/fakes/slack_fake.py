@@ -34,6 +34,8 @@ import pytest
 from aiohttp import WSMsgType, web
 from slack_sdk.signature import SignatureVerifier
 
+from tests.fakes.loopback import serve
+
 BOT_TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "test-signing-secret"
 TEAM_ID = "T0TEAM"
@@ -325,19 +327,14 @@ async def make_slack_fake() -> AsyncIterator[FakeSlack]:
     app.router.add_post("/upload/{file_id}", fake.handle_upload)
     app.router.add_get("/files-pri/{key}/{name}", fake.handle_download)
     app.router.add_get("/socket", fake.handle_socket)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        fake.root = f"http://127.0.0.1:{port}"
-        fake.base_url = f"{fake.root}/api/"
-        yield fake
-    finally:
-        if fake._socket is not None:
-            await fake._socket.close()
-        await runner.cleanup()
+    async with serve(app) as root:
+        fake.root = root
+        fake.base_url = f"{root}/api/"
+        try:
+            yield fake
+        finally:
+            if fake._socket is not None:
+                await fake._socket.close()
 
 
 @pytest.fixture

@@ -540,7 +540,7 @@ def test_sniff_mime() -> None:
     assert sniff_mime(b"fLaC\x00\x00") == "audio/flac"
     assert sniff_mime(b"OggS\x00") == "audio/ogg"
     assert sniff_mime(b"ID3\x03") == "audio/mpeg"
-    assert sniff_mime(b"\x1a\x45\xdf\xa3rest") == "video/webm"
+    assert sniff_mime(b"\x1a\x45\xdf\xa3\x9f\x42\x82\x84webm") == "video/webm"
     assert sniff_mime(b"????", "audio/flac") == "audio/flac"
 
 

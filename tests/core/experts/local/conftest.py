@@ -121,3 +121,52 @@ async def expert(models_root: Path):  # type: ignore[no-untyped-def]
     )
     yield ex
     await ex.aclose()
+
+
+# --- generation and multimodal models (test_generation_tasks, test_multimodal_tasks) ---
+
+
+@pytest.fixture(scope="session")
+def chatty_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "gpt2", "chatty_gpt2")
+
+
+@pytest.fixture(scope="session")
+def seq2seq_bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "bart", "seq2seq_bart")
+
+
+@pytest.fixture(scope="session")
+def vit_gpt2_captioner(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "vit-gpt2", "vit_gpt2_captioner")
+
+
+@pytest.fixture(scope="session")
+def donut(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "donut", "donut")
+
+
+@pytest.fixture(scope="session")
+def vilt_vqa(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "vilt", "vilt_vqa")
+
+
+@pytest.fixture(scope="session")
+def blip_vqa(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.blip(tmp_path_factory.mktemp("models") / "blip-vqa", "BlipForQuestionAnswering")
+
+
+@pytest.fixture(scope="session")
+def blip_captioner(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.blip(
+        tmp_path_factory.mktemp("models") / "blip-caption", "BlipForConditionalGeneration"
+    )
+
+
+@pytest.fixture(scope="session")
+def vits_tts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, "vits", "vits")

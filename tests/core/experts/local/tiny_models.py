@@ -381,3 +381,344 @@ def text_to_video(path: Path) -> Path:
     index = json.loads((path / "model_index.json").read_text())
     assert index["_class_name"] == "TextToVideoSDPipeline", index
     return path
+
+
+# --- generation: byte-level tokenizers and scripted decoders ----------------------
+#
+# A random decoder writes random bytes (or nothing but spaces and specials), so
+# the generation models below are *scripted*: their output is fixed by a few
+# weights set by hand, which lets the tests check the exact text the backend
+# returns (prompt stripped, specials dropped, Donut's tags parsed).
+
+GPT2_SPECIAL = ["<|endoftext|>"]  # GPT-2's bos, eos and unk at once
+GEN_WORDS = ["Ġhello", "Ġworld"]  # whole words a decoder can emit (Ġ is a space)
+DONUT_TAGS = ["<s_docvqa>", "<s_question>", "</s_question>", "<s_answer>", "</s_answer>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+# After any of these prompt endings the scripted GPT-2 says " hello world" and stops.
+PROMPT_ENDS = ("?", ".", ":")
+
+
+def _byte_vocab(special: list[str]) -> dict[str, int]:
+    """Specials, the 256 byte symbols of byte-level BPE, then :data:`GEN_WORDS`.
+
+    No merges: any text encodes byte by byte, and the whole words exist only
+    to be generated (decoding needs no merges)."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    tokens = special + list(bytes_to_unicode().values()) + GEN_WORDS
+    return {t: i for i, t in enumerate(tokens)}
+
+
+def _gpt2_tokenizer(extra_special: list[str] | None = None):  # type: ignore[no-untyped-def]
+    from transformers import GPT2Tokenizer
+
+    tok = GPT2Tokenizer(vocab=_byte_vocab(GPT2_SPECIAL), merges=[])
+    if extra_special:
+        tok.add_special_tokens({"pad_token": "<pad>", "additional_special_tokens": extra_special})
+    return tok
+
+
+def _gpt2_config(vocab_size: int, **kw: object):  # type: ignore[no-untyped-def]
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=256,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+        tie_word_embeddings=False,
+        **kw,
+    )
+
+
+def _script(model, steps: dict[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """Turn a GPT2LMHeadModel into a lookup table: after token ``a`` it says ``steps[a]``.
+
+    Every block's output projection is zeroed, so the last hidden state is the
+    layer-normed embedding of the current token alone; the head's row for
+    ``b`` is then set to (a multiple of) that vector for each ``a → b``."""
+    gpt = model.transformer
+    with torch.no_grad():
+        for block in gpt.h:
+            parts = [block.attn, block.mlp, getattr(block, "crossattention", None)]
+            for part in filter(None, parts):
+                part.c_proj.weight.zero_()
+                part.c_proj.bias.zero_()
+        gpt.wpe.weight.zero_()
+        gpt.ln_f.weight.fill_(1.0)
+        gpt.ln_f.bias.zero_()
+        normed = torch.nn.functional.layer_norm(gpt.wte.weight, (gpt.wte.weight.shape[1],))
+        head = model.lm_head.weight
+        for b in set(steps.values()):
+            head[b] = 4 * sum(normed[a] for a, nxt in steps.items() if nxt == b)
+        for a, b in steps.items():  # the script holds: each step wins by far
+            assert int((head @ normed[a]).argmax()) == b, (a, b)
+
+
+def _hello_world(vocab: dict[str, int], start: list[int]) -> dict[int, int]:
+    """start → " hello" → " world" → end of text."""
+    hello, world = vocab["Ġhello"], vocab["Ġworld"]
+    return {**dict.fromkeys(start, hello), hello: world, world: vocab["<|endoftext|>"]}
+
+
+def chatty_gpt2(path: Path) -> Path:
+    """A decoder-only model with a chat template that answers " hello world"
+    to any prompt ending in one of :data:`PROMPT_ENDS`."""
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    tok = _gpt2_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    vocab = tok.get_vocab()
+    model = GPT2LMHeadModel(_gpt2_config(len(vocab)))
+    _script(model, _hello_world(vocab, [vocab[c] for c in PROMPT_ENDS]))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def seq2seq_bart(path: Path) -> Path:
+    """An encoder-decoder (BART, like bart-large-cnn or blenderbot) that writes
+    " hello" over and over: its final logits bias favours that one token."""
+    from transformers import BartConfig, BartForConditionalGeneration, BartTokenizer
+
+    torch.manual_seed(0)
+    vocab = _byte_vocab(["<s>", "<pad>", "</s>", "<unk>"])
+    vocab["<mask>"] = len(vocab)
+    tok = BartTokenizer(vocab=vocab, merges=[])
+    cfg = BartConfig(
+        vocab_size=len(vocab),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+        max_position_embeddings=256,
+        # as t5-base has: the runner puts the prefix in front of the input
+        task_specific_params={"translation_en_to_fr": {"prefix": "translate English to French: "}},
+    )
+    model = BartForConditionalGeneration(cfg)
+    with torch.no_grad():
+        model.final_logits_bias[0, vocab["Ġhello"]] = 50.0
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+# --- image + text ---------------------------------------------------------------------
+
+
+def vit_gpt2_captioner(path: Path) -> Path:
+    """A VisionEncoderDecoder like nlpconnect/vit-gpt2-image-captioning, with no
+    processor file (as that checkpoint has), captioning every image " hello world"."""
+    from transformers import (
+        VisionEncoderDecoderConfig,
+        VisionEncoderDecoderModel,
+        ViTConfig,
+        ViTImageProcessorPil,
+    )
+
+    torch.manual_seed(0)
+    tok = _gpt2_tokenizer()
+    vocab = tok.get_vocab()
+    encoder = ViTConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+    )
+    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
+        encoder, _gpt2_config(len(vocab))
+    )
+    cfg.decoder_start_token_id = cfg.pad_token_id = cfg.eos_token_id = 0
+    model = VisionEncoderDecoderModel(config=cfg)
+    _script(model.decoder, _hello_world(vocab, [0]))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
+    return path
+
+
+def donut(path: Path) -> Path:
+    """A Donut-style document reader (DonutSwin encoder + a text decoder) whose
+    decoder answers ``<s_answer> hello</s_answer>`` to any question."""
+    from transformers import (
+        DonutImageProcessorPil,
+        DonutSwinConfig,
+        VisionEncoderDecoderConfig,
+        VisionEncoderDecoderModel,
+    )
+
+    torch.manual_seed(0)
+    tok = _gpt2_tokenizer(DONUT_TAGS)
+    vocab = tok.get_vocab()
+    encoder = DonutSwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4
+    )
+    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
+        encoder, _gpt2_config(len(vocab))
+    )
+    cfg.decoder_start_token_id = vocab["<s_docvqa>"]
+    cfg.pad_token_id, cfg.eos_token_id = vocab["<pad>"], vocab["<|endoftext|>"]
+    model = VisionEncoderDecoderModel(config=cfg)
+    hello, close = vocab["Ġhello"], vocab["</s_answer>"]
+    _script(model.decoder, {vocab["<s_answer>"]: hello, hello: close, close: cfg.eos_token_id})
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    DonutImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
+    return path
+
+
+VQA_WORDS = BERT_SPECIAL + ["[DEC]", "what", "is", "the", "cat", "doing", "?", "a", "photo", "of"]
+VQA_LABELS = {0: "yes", 1: "no", 2: "sleeping", 3: "running"}
+
+
+def _vqa_tokenizer(path: Path, **kw: str):  # type: ignore[no-untyped-def]
+    from transformers import BertTokenizer
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(VQA_WORDS) + "\n", encoding="utf-8")
+    tok = BertTokenizer(vocab=str(path / "vocab.txt"), **kw)
+    assert len(tok) == len(VQA_WORDS), (len(tok), len(VQA_WORDS))
+    return tok
+
+
+def vilt_vqa(path: Path) -> Path:
+    """A ViLT answer classifier like dandelin/vilt-b32-finetuned-vqa."""
+    from transformers import (
+        ViltConfig,
+        ViltForQuestionAnswering,
+        ViltImageProcessorPil,
+        ViltProcessor,
+    )
+
+    torch.manual_seed(0)
+    tok = _vqa_tokenizer(path)
+    cfg = ViltConfig(
+        vocab_size=len(VQA_WORDS),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        image_size=32,
+        patch_size=8,
+        max_position_embeddings=40,
+        id2label=VQA_LABELS,
+        label2id={v: k for k, v in VQA_LABELS.items()},
+    )
+    ViltForQuestionAnswering(cfg).save_pretrained(path)
+    images = ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=32)
+    ViltProcessor(image_processor=images, tokenizer=tok).save_pretrained(path)
+    return path
+
+
+def blip(path: Path, architecture: str) -> Path:
+    """A BLIP model (``BlipForQuestionAnswering`` like Salesforce/blip-vqa-base,
+    ``BlipForConditionalGeneration`` like blip-image-captioning-base) whose
+    text decoder says "cat" over and over (its output bias favours it)."""
+    import transformers
+    from transformers import (
+        BlipConfig,
+        BlipImageProcessorPil,
+        BlipProcessor,
+        BlipTextConfig,
+        BlipVisionConfig,
+    )
+
+    torch.manual_seed(0)
+    tok = _vqa_tokenizer(path, bos_token="[DEC]")
+    ids = {t: i for i, t in enumerate(VQA_WORDS)}
+    text = BlipTextConfig(
+        vocab_size=len(VQA_WORDS),
+        hidden_size=32,
+        encoder_hidden_size=32,
+        intermediate_size=37,
+        projection_dim=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=ids["[DEC]"],
+        eos_token_id=ids["[SEP]"],
+        sep_token_id=ids["[SEP]"],
+        pad_token_id=ids["[PAD]"],
+    )
+    vision = BlipVisionConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=32,
+        intermediate_size=37,
+        projection_dim=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+    )
+    cfg = BlipConfig(
+        text_config=text.to_dict(),
+        vision_config=vision.to_dict(),
+        projection_dim=32,
+        image_text_hidden_size=32,
+    )
+    model = getattr(transformers, architecture)(cfg)
+    with torch.no_grad():
+        model.text_decoder.cls.predictions.bias[ids["cat"]] = 30.0
+    model.save_pretrained(path)
+    images = BlipImageProcessorPil(size={"height": 32, "width": 32})
+    BlipProcessor(image_processor=images, tokenizer=tok).save_pretrained(path)
+    return path
+
+
+# --- speech -------------------------------------------------------------------------
+
+
+def vits(path: Path) -> Path:
+    """A VITS text-to-speech model like facebook/mms-tts-eng: characters in, a
+    waveform out, no phonemizer (``phonemize=False``, as the MMS models have)."""
+    from transformers import VitsConfig, VitsModel, VitsTokenizer
+
+    torch.manual_seed(0)
+    path.mkdir(parents=True, exist_ok=True)
+    chars = ["<pad>", "<unk>", " ", *"abcdefghijklmnopqrstuvwxyz'"]
+    (path / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate(chars)}))
+    tok = VitsTokenizer(str(path / "vocab.json"), phonemize=False, add_blank=True)
+    cfg = VitsConfig(
+        vocab_size=len(chars),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        ffn_dim=16,
+        flow_size=16,
+        spectrogram_bins=20,
+        upsample_initial_channel=16,
+        upsample_rates=[8, 2],
+        upsample_kernel_sizes=[16, 4],
+        resblock_kernel_sizes=[3, 5],
+        resblock_dilation_sizes=[[1, 3], [1, 3]],
+        duration_predictor_filter_channels=16,
+        duration_predictor_num_flows=2,
+        prior_encoder_num_flows=2,
+        prior_encoder_num_wavenet_layers=2,
+        posterior_encoder_num_wavenet_layers=2,
+        depth_separable_num_layers=2,
+        sampling_rate=16000,
+    )
+    VitsModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def config_only(path: Path, model_type: str) -> Path:
+    """Just the config.json of a ``model_type`` model: enough for the checks a
+    loader makes before it reads any weight."""
+    from transformers import AutoConfig
+
+    AutoConfig.for_model(model_type).save_pretrained(path)
+    return path

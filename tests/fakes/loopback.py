@@ -1,0 +1,26 @@
+"""Serve an aiohttp app on 127.0.0.1 for the length of a block: the one
+place the fakes start and stop their servers.
+
+``shutdown_timeout=0.5`` so a handler that hangs (a deliberately slow fake)
+cannot hold teardown for aiohttp's default 60 s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+
+@asynccontextmanager
+async def serve(app: web.Application) -> AsyncIterator[str]:
+    """Yield the base URL (``http://127.0.0.1:PORT``, ephemeral port)."""
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
