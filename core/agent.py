@@ -71,6 +71,8 @@ class AgentConfig:
     max_attachment_bytes: int = 25 * 1024 * 1024
     max_image_pixels: int = 40_000_000
     history_turns: int = 10
+    max_attachments: int = 10
+    max_request_chars: int = 20_000
 
 
 class Agent:
@@ -200,8 +202,25 @@ class Agent:
         return await self.repo.read(resource)
 
     # ------------------------------------------------------------- stages
+    def _check_request(self, req: Request) -> None:
+        """Refuse what no plan can use, before any work (and any LLM cost)."""
+        if len(req.attachments) > self.config.max_attachments:
+            raise InputRejected(
+                f"That is {len(req.attachments)} files; I take at most "
+                f"{self.config.max_attachments} per message."
+            )
+        if len(req.text) > self.config.max_request_chars:
+            raise InputRejected(
+                f"Your message is {len(req.text):,} characters long; the limit is "
+                f"{self.config.max_request_chars:,}. Attach long documents as a .txt file or "
+                "shorten the message."
+            )
+        if not req.text.strip() and not req.attachments:
+            raise InputRejected("Your message is empty: tell me what you would like me to do.")
+
     async def _run(self, turn: Turn, emit: ProgressSink) -> Reply:
         req = turn.request
+        self._check_request(req)
         await emit(Progress(Stage.PLANNING, "Reading the conversation and planning"))
         turn.history = await self.repo.load_history(
             req.conversation, turns=self.config.history_turns
@@ -224,9 +243,20 @@ class Agent:
             t = time.perf_counter()
             selections = await self._select(req, plan, turn.usage)
             turn.timings["selection"] = round(time.perf_counter() - t, 3)
+            log.info(
+                "request %s selected %s",
+                req.request_id,
+                ", ".join(f"{i}:{s.model.id}" for i, s in sorted(selections.items())) or "nothing",
+            )
             t = time.perf_counter()
             outcomes = await self._execute(turn, plan, selections, emit)
             turn.timings["execution"] = round(time.perf_counter() - t, 3)
+            log.info(
+                "request %s ran %s in %.2fs",
+                req.request_id,
+                ", ".join(f"{o.id}:{o.status.value}" for o in outcomes.values()),
+                turn.timings["execution"],
+            )
 
         records = tuple(record(outcomes[t.id], t) for t in plan if t.id in outcomes)
         await emit(Progress(Stage.ANSWERING, "Writing the answer", states(outcomes)))

@@ -375,3 +375,17 @@ async def test_database_gone_gives_clear_message_not_a_crash(agent_env: AgentEnv
     assert "database" in reply.text.lower()
     assert "127.0.0.1:1" not in reply.text
     assert env.llm.requests == []
+
+
+async def test_too_many_files_too_long_or_empty_is_refused_before_any_llm_call(
+    agent_env: AgentEnv,
+) -> None:
+    env = agent_env
+    many = tuple(png(f"p{i}.png") for i in range(11))
+    reply = await env.agent.handle(req("look", *many))
+    assert reply.error and "at most 10" in reply.text
+    reply = await env.agent.handle(req("x" * 20_001))
+    assert reply.error and "20,000" in reply.text
+    reply = await env.agent.handle(req("   "))
+    assert reply.error and "empty" in reply.text
+    assert env.llm.requests == []

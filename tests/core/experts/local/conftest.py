@@ -155,7 +155,9 @@ def vilt_vqa(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def blip_vqa(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.core.experts.local import tiny_models
 
-    return tiny_models.blip(tmp_path_factory.mktemp("models") / "blip-vqa", "BlipForQuestionAnswering")
+    return tiny_models.blip(
+        tmp_path_factory.mktemp("models") / "blip-vqa", "BlipForQuestionAnswering"
+    )
 
 
 @pytest.fixture(scope="session")

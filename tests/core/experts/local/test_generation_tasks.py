@@ -28,6 +28,7 @@ def _repeats(text: str, word: str) -> bool:
     words = text.split()
     return set(words) == {word} and MAX_NEW_TOKENS - 2 <= len(words) <= MAX_NEW_TOKENS
 
+
 QUESTION = TaskInputs(text="what is the cat doing?")
 ARTICLE = TaskInputs(text="the cat sat on the mat all day. it was a good day.")
 

@@ -537,9 +537,7 @@ def vit_gpt2_captioner(path: Path) -> Path:
         num_attention_heads=2,
         intermediate_size=37,
     )
-    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
-        encoder, _gpt2_config(len(vocab))
-    )
+    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, _gpt2_config(len(vocab)))
     cfg.decoder_start_token_id = cfg.pad_token_id = cfg.eos_token_id = 0
     model = VisionEncoderDecoderModel(config=cfg)
     _script(model.decoder, _hello_world(vocab, [0]))
@@ -565,9 +563,7 @@ def donut(path: Path) -> Path:
     encoder = DonutSwinConfig(
         image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4
     )
-    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
-        encoder, _gpt2_config(len(vocab))
-    )
+    cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, _gpt2_config(len(vocab)))
     cfg.decoder_start_token_id = vocab["<s_docvqa>"]
     cfg.pad_token_id, cfg.eos_token_id = vocab["<pad>"], vocab["<|endoftext|>"]
     model = VisionEncoderDecoderModel(config=cfg)
@@ -579,7 +575,7 @@ def donut(path: Path) -> Path:
     return path
 
 
-VQA_WORDS = BERT_SPECIAL + ["[DEC]", "what", "is", "the", "cat", "doing", "?", "a", "photo", "of"]
+VQA_WORDS = [*BERT_SPECIAL, "[DEC]", "what", "is", "the", "cat", "doing", "?", "a", "photo", "of"]
 VQA_LABELS = {0: "yes", 1: "no", 2: "sleeping", 3: "running"}
 
 
