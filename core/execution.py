@@ -30,6 +30,9 @@ from core.types import TaskState, TaskStatus
 log = logging.getLogger(__name__)
 
 REF = re.compile(r"<resource>-(\d+)")
+# A text argument that is just the handle of a text file the user attached.
+TEXT_FILE = re.compile(r"[\w.\-]+\.(?:txt|md|csv|tsv|json)", re.IGNORECASE)
+MAX_TEXT_FILE_CHARS = 50_000
 
 # Resolves a user file handle to its bytes (through the store, never a path).
 HandleLoader = Callable[[str], Awaitable[Blob]]
@@ -216,6 +219,8 @@ class Executor:
         for key, value in t.args.items():
             if key == TEXT:
                 text = REF.sub(lambda m: _text_of(outcomes, int(m.group(1))), value)
+                if TEXT_FILE.fullmatch(value.strip()):
+                    text = await _text_file(value.strip(), load_handle) or text
                 resolved[TEXT] = text
                 shown[TEXT] = text
                 continue
@@ -243,6 +248,17 @@ class Executor:
             video=resolved.get(VIDEO),  # type: ignore[arg-type]
         )
         return inputs, shown
+
+
+async def _text_file(handle: str, load_handle: HandleLoader) -> str | None:
+    """The content of a user's text file named by handle (None: not such a file)."""
+    try:
+        blob = await load_handle(handle)
+    except TaskFailed:
+        return None
+    if blob.kind != TEXT:
+        return None
+    return blob.data.decode("utf-8", errors="replace")[:MAX_TEXT_FILE_CHARS]
 
 
 def _text_of(outcomes: Mapping[int, TaskOutcome], n: int) -> str:

@@ -7,7 +7,7 @@ call's output into a :class:`TaskResult`.  torch, transformers and diffusers
 are imported inside the functions: the base install has none of them.
 
 The diffusers adapters live in :mod:`core.experts.local_diffusion`.
-transformers 5 dropped the summarization, translation, text2text,
+transformers 5 dropped the summarization, translation, text2text, image-to-text,
 question-answering and VQA pipelines; those adapters call the model classes
 directly, as the pipelines used to.
 """

@@ -389,3 +389,17 @@ async def test_too_many_files_too_long_or_empty_is_refused_before_any_llm_call(
     reply = await env.agent.handle(req("   "))
     assert reply.error and "empty" in reply.text
     assert env.llm.requests == []
+
+
+async def test_text_file_handle_as_text_argument_passes_its_content(agent_env: AgentEnv) -> None:
+    env = agent_env
+    doc = Attachment("notes.txt", "text/plain", b"The meeting moved to Friday at noon.")
+    env.llm.reply("plan", plan(step(0, "summarization", text="notes.txt")))
+    reply = await env.agent.handle(req("summarize my notes", doc))
+    assert not reply.error, reply.text
+    sent = env.hf.calls_for(model_a("summarization"))[0].json
+    assert sent["inputs"] == "The meeting moved to Friday at noon."
+    # a text argument that only looks like a file name stays as written
+    env.llm.reply("plan", plan(step(0, "translation", text="readme.md")))
+    await env.agent.handle(req("translate the word readme.md"))
+    assert env.hf.calls_for(model_a("translation"))[0].json["inputs"] == "readme.md"
