@@ -7,6 +7,7 @@ raises, none hangs), that every turn is stored, and prints throughput and
 latency figures.
 
     python benchmarks/agent_soak.py [--requests 300] [--concurrency 16] [--seed 7]
+                                    [--database-url postgresql+asyncpg://postgres@127.0.0.1:5432/test]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +77,11 @@ def random_plan(rng: random.Random) -> str:
     )
 
 
-async def main(n: int, concurrency: int, seed: int) -> int:
+async def main(n: int, concurrency: int, seed: int, database_url: str | None) -> int:
     rng = random.Random(seed)
     texts = load_requests(n, rng)
+    run = uuid.uuid4().hex[:8]  # keeps this run's conversations apart in a shared database
+    extra: dict[str, Any] = {"database_url": database_url} if database_url else {}
     with tempfile.TemporaryDirectory() as tmp:
         async with make_llm_fake() as llm, make_hf_fake() as hf:
 
@@ -86,7 +90,7 @@ async def main(n: int, concurrency: int, seed: int) -> int:
 
             llm.reply("plan", *([plan_reply] * (n * 2)))
             async with open_agent_env(
-                Path(tmp), llm, hf, max_concurrent_tasks=8, model_selection="downloads"
+                Path(tmp), llm, hf, max_concurrent_tasks=8, model_selection="downloads", **extra
             ) as env:
                 for task in REMOTE_TASKS:
                     hf.serve(model_a(task), task, delay=rng.uniform(0.0, 0.02))
@@ -96,7 +100,7 @@ async def main(n: int, concurrency: int, seed: int) -> int:
                 outcomes = {"ok": 0, "error_reply": 0, "raised": 0}
 
                 async def one(i: int, text: str) -> None:
-                    key = ConversationKey("soak", "local", f"c{i % 20}", None)
+                    key = ConversationKey("soak", run, f"c{i % 20}", None)
                     async with sem:
                         t = time.perf_counter()
                         try:
@@ -116,12 +120,13 @@ async def main(n: int, concurrency: int, seed: int) -> int:
                 stored = 0
                 for c in range(20):
                     h = await env.agent.repo.load_history(
-                        ConversationKey("soak", "local", f"c{c}", None), turns=10_000
+                        ConversationKey("soak", run, f"c{c}", None), turns=10_000
                     )
                     stored += len(h.turns)
     latencies.sort()
     p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
-    print(f"requests           {n} (concurrency {concurrency}, seed {seed})")
+    store = (database_url or "sqlite").split(":", 1)[0]
+    print(f"requests           {n} (concurrency {concurrency}, seed {seed}, store {store})")
     print(f"answered           {outcomes['ok']} ok, {outcomes['error_reply']} with an error reply")
     print(f"raised / hung      {outcomes['raised']}")
     print(f"turns stored       {stored} of {2 * n} messages")
@@ -140,5 +145,6 @@ if __name__ == "__main__":
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--database-url", default=None, help="default: SQLite in a temp dir")
     a = ap.parse_args()
-    sys.exit(asyncio.run(main(a.requests, a.concurrency, a.seed)))
+    sys.exit(asyncio.run(main(a.requests, a.concurrency, a.seed, a.database_url)))
