@@ -236,3 +236,17 @@ async def test_models_refresh_rebuilds_catalog_from_hub(tmp_path: Path, hf_fake:
     )
     assert code == 0, err
     assert "org/cls-1, org/cls-2" in out
+
+
+async def test_doctor_checks_each_service(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF
+) -> None:
+    env = fake_env(tmp_path, llm_fake, hf_fake)
+    code, out, err = await run_bot("doctor", env=env, cwd=tmp_path)
+    assert code == 0, out + err
+    assert "ok  llm" in out and "ok  database" in out and "ok  catalog" in out
+    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+    code, out, err = await run_bot("doctor", env=env, cwd=tmp_path)
+    assert code == 1
+    assert "BAD llm" in out and "could not be reached" in out
+    assert "sk-test-cli" not in out + err
