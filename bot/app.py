@@ -73,6 +73,7 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
             device=settings.local_device,
             controlnet_base=settings.local_controlnet_base,
             diffusion_steps=settings.local_diffusion_steps,
+            depth_model=settings.local_depth_model,
         )
     return ExpertRouter(settings.inference_mode, remote=remote, local=local)
 

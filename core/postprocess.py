@@ -2,15 +2,21 @@
 
 Object detection gets its boxes drawn on the input image and segmentation
 gets a coloured mask overlay, each as a new image a later task or turn can
-use; audio a model returns as WAV/FLAC/raw is re-encoded to OGG/Opus so it
-plays on phones.  Runs in a worker thread (Pillow and codec work is
-CPU-bound).
+use; :func:`depth_result` makes a colour depth map (the backends call it:
+a depth map has no structured form worth keeping).  Audio a model returns as
+WAV/FLAC/raw is re-encoded to OGG/Opus so it plays on phones.  Runs in a
+worker thread (Pillow and codec work is CPU-bound).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from PIL import Image
 
 from core.results import Blob, TaskInputs, TaskResult
 from core.tasks import AUDIO, IMAGE
@@ -38,6 +44,32 @@ def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
         log.exception("post-processing %s failed", task)
         return result
     return replace(result, media=(*result.media, Blob(IMAGE, "image/png", png)))
+
+
+def depth_result(depth: Any) -> TaskResult:
+    """A depth-estimation result from raw depth values (an array or nested
+    lists) or a depth image (PNG bytes): a colour-mapped PNG people can read at
+    a glance, plus the value range so the answer can say how deep the scene
+    is.  An image only has grey levels, so its range is marked relative.
+    Raises ValueError (or OSError for unreadable bytes) for anything that is
+    not a 2-D map."""
+    from core.experts import media
+
+    extra: dict[str, Any] = {}
+    if isinstance(depth, bytes | bytearray):
+        with Image.open(io.BytesIO(depth)) as im:
+            values = np.asarray(im, dtype=np.float64)
+        if values.ndim == 3:
+            values = values[..., :3].mean(axis=-1)
+        extra["depth_scale"] = "relative (grey levels of a depth image)"
+    else:
+        values = np.asarray(depth, dtype=np.float64)
+    png = media.depth_to_image(values)
+    finite = values[np.isfinite(values)]
+    if finite.size:
+        extra["depth_min"] = round(float(finite.min()), 4)
+        extra["depth_max"] = round(float(finite.max()), 4)
+    return TaskResult(media=(Blob(IMAGE, "image/png", png),), extra=extra)
 
 
 def _transcode_audio(result: TaskResult) -> TaskResult:

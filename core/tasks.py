@@ -1,5 +1,7 @@
 """The task table: the 24 tasks of the HuggingGPT paper, named by their
-Hugging Face pipeline tags, with the paper's names as aliases.
+Hugging Face pipeline tags, with the paper's names as aliases, plus
+depth-estimation (the paper reaches depth only inside ControlNet; a depth map
+of its own is a resource later tasks and turns can use).
 
 Every other part (planner spec, validation, selection, execution) reads this
 table, so adding a task is one row here plus an expert that can run it.
@@ -181,6 +183,14 @@ TASKS: dict[str, TaskSpec] = {
             IMAGE,
             ("ControlNet-SD", "controlnet", "canny-control", "pose-control", "depth-control"),
             "draw a new image from a text that follows an image's edges, pose or depth",
+        ),
+        _t(
+            "depth-estimation",
+            "cv",
+            (IMAGE,),
+            IMAGE,
+            ("Depth-Estimation", "depth"),
+            "estimate how far each pixel is (a viewable depth map)",
         ),
         _t(
             "text-to-video",

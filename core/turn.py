@@ -26,6 +26,7 @@ OUTPUT_NAMES = {
     "controlnet-sd": "controlnet",
     "object-detection": "detected",
     "image-segmentation": "segments",
+    "depth-estimation": "depth",
     "text-to-video": "video",
     "text-to-speech": "speech",
     "audio-to-audio": "audio",

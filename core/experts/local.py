@@ -27,14 +27,15 @@ from typing import Any
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
 from core.experts.local_diffusion import DIFFUSERS_ADAPTERS
-from core.experts.local_tasks import TRANSFORMERS_ADAPTERS, Adapter, LoadContext
+from core.experts.local_direct import DIRECT_ADAPTERS
+from core.experts.local_tasks import PIPELINE_ADAPTERS, Adapter, LoadContext
 from core.results import TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTROLNET_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 _MARKERS = ("config.json", "model_index.json")
-ADAPTERS: dict[str, Adapter] = {**TRANSFORMERS_ADAPTERS, **DIFFUSERS_ADAPTERS}
+ADAPTERS: dict[str, Adapter] = {**PIPELINE_ADAPTERS, **DIRECT_ADAPTERS, **DIFFUSERS_ADAPTERS}
 
 
 def _importable(name: str) -> bool:
@@ -72,11 +73,13 @@ class LocalExpert:
         device: str | None = None,
         controlnet_base: str = DEFAULT_CONTROLNET_BASE,
         diffusion_steps: int | None = None,
+        depth_model: str | None = None,
     ) -> None:
         self.models_dir = Path(models_dir).expanduser() if models_dir else None
         self.max_loaded = max(1, max_loaded)
         self.controlnet_base = controlnet_base
         self.diffusion_steps = diffusion_steps
+        self.depth_model = depth_model or None  # id or directory, for depth ControlNets
         self._device = device
         self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -190,6 +193,7 @@ class LocalExpert:
             resolve=self.model_dir,
             controlnet_base=self.controlnet_base,
             steps=self.diffusion_steps,
+            depth_model=self.depth_model,
         )
         started = time.perf_counter()
         try:

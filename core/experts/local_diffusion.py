@@ -1,12 +1,19 @@
 """diffusers adapters of the local backend: text-to-image, image-to-image,
-ControlNet (with a numpy canny preprocessor, so no OpenCV is needed) and
-text-to-video.  Same contract as :mod:`core.experts.local_tasks`; diffusers
-and torch are imported inside the functions.
+ControlNet and text-to-video.  Same contract as
+:mod:`core.experts.local_tasks`; diffusers and torch are imported inside the
+functions.
+
+A ControlNet is given the control image its name says it was trained on:
+canny edges (a numpy preprocessor, so no OpenCV is needed), or a depth map
+from the local depth-estimation model ``LoadContext.depth_model`` (the depth
+map is returned too, so people see what steered the drawing).  Other
+ControlNets, and depth ones when no depth model is set, get the photo as it is.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +24,22 @@ from PIL import Image
 
 from core.errors import TaskFailed
 from core.experts import media
-from core.experts.local_tasks import Adapter, LoadContext, need_image, need_text, png_blob
+from core.experts.local_tasks import (
+    Adapter,
+    LoadContext,
+    need_image,
+    need_text,
+    pipeline_loader,
+    png_blob,
+)
 from core.results import Blob, TaskInputs, TaskResult
+
+log = logging.getLogger(__name__)
+
+# Depth models whose output grows with distance; MiDaS-style ones (DPT, Depth
+# Anything's relative checkpoints) give inverse depth, near = large, which is
+# what depth ControlNets were trained on.
+_METRIC_DEPTH = ("glpn", "zoedepth", "depth_pro")
 
 
 @dataclass(slots=True)
@@ -137,12 +158,64 @@ def canny(im: Image.Image, low: float = 100.0, high: float = 200.0) -> Image.Ima
 
 def _preprocessor(name: str) -> str:
     """Which control image a ControlNet expects, from its name."""
-    return "canny" if "canny" in name.lower() else "none"
+    lowered = name.lower()
+    if "canny" in lowered:
+        return "canny"
+    return "depth" if "depth" in lowered else "none"
+
+
+def _model_name(path: Path) -> str:
+    """The name a model directory goes by: its own, or for a Hub cache snapshot
+    (``models--owner--name/snapshots/<commit>``) the cache folder's."""
+    return path.parent.parent.name if path.parent.name == "snapshots" else path.name
+
+
+def _depth_dir(ref: str, ctx: LoadContext) -> Path:
+    """Where the depth model a depth ControlNet's control image comes from is."""
+    where = ctx.resolve(ref)
+    if where is None:
+        raise TaskFailed(
+            f"the depth ControlNet needs the depth model {ref} "
+            "(LOCAL_DEPTH_MODEL), which is not available locally"
+        )
+    return where
+
+
+def depth_control(depth_pipe: Any, im: Image.Image) -> Image.Image:
+    """A depth ControlNet's control image: grey levels, near white, far black
+    (MiDaS's convention), the size of ``im``."""
+    predicted = depth_pipe(im)["predicted_depth"].detach().float().cpu().numpy()
+    d = np.nan_to_num(np.squeeze(predicted).astype(np.float64))
+    config = depth_pipe.model.config
+    if (
+        config.model_type in _METRIC_DEPTH
+        or getattr(config, "depth_estimation_type", "") == "metric"
+    ):
+        d = -d  # metric depth: far is large
+    span = float(d.max() - d.min())
+    grey = ((d - d.min()) / span * 255.0) if span > 0 else np.zeros_like(d)
+    out = Image.fromarray(grey.round().astype(np.uint8), mode="L")
+    if out.size != im.size:
+        out = out.resize(im.size, Image.Resampling.BICUBIC)
+    return out.convert("RGB")
 
 
 def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
     """A full ControlNet pipeline directory, or a bare ControlNet plus the
-    Stable Diffusion base (``controlnet_base``) it was trained against."""
+    Stable Diffusion base (``controlnet_base``) it was trained against; for a
+    depth ControlNet, the depth model too (looked up first: failing costs
+    nothing then)."""
+    extra: dict[str, Any] = {"preprocessor": _preprocessor(_model_name(path))}
+    depth_dir = None
+    if extra["preprocessor"] == "depth":
+        if ctx.depth_model is None:
+            log.warning(
+                "depth ControlNet %s has no LOCAL_DEPTH_MODEL: the photo itself is its control",
+                _model_name(path),
+            )
+            extra["preprocessor"] = "none"
+        else:
+            depth_dir = _depth_dir(ctx.depth_model, ctx)
     if (path / "model_index.json").is_file():
         pipe = _diffusion(path, ctx, "StableDiffusionControlNetPipeline")
     else:
@@ -156,18 +229,24 @@ def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
             )
         net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
         pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
-    return _Loaded(pipe, ctx, {"preprocessor": _preprocessor(path.name)})
+    if depth_dir is not None:
+        extra["depth"] = pipeline_loader("depth-estimation")(depth_dir, ctx)
+    return _Loaded(pipe, ctx, extra)
 
 
 def _run_controlnet(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
     side, multiple = _default_side(loaded.pipe)
     control = _fit(need_image(inputs), side, multiple)
-    if loaded.extra["preprocessor"] == "canny":
+    kind = loaded.extra["preprocessor"]
+    if kind == "canny":
         control = canny(control)
+    elif kind == "depth":
+        control = depth_control(loaded.extra["depth"], control)
     out = loaded.pipe(prompt=need_text(inputs), image=control, **_steps(loaded.ctx))
-    return TaskResult(
-        media=(png_blob(out.images[0]),), extra={"control": loaded.extra["preprocessor"]}
-    )
+    media: tuple[Blob, ...] = (png_blob(out.images[0]),)
+    if kind == "depth":  # the generated image first: it is what later tasks take
+        media += (png_blob(control),)
+    return TaskResult(media=media, extra={"control": kind})
 
 
 def _run_t2v(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:

@@ -6,10 +6,12 @@ a worker thread): ``load(path, ctx)`` builds a ``transformers`` or
 call's output into a :class:`TaskResult`.  torch, transformers and diffusers
 are imported inside the functions: the base install has none of them.
 
-The diffusers adapters live in :mod:`core.experts.local_diffusion`.
-transformers 5 dropped the summarization, translation, text2text, image-to-text,
+This module holds the shared pieces (load context, input checks, helpers)
+and the tasks that run through a ``transformers`` pipeline.  transformers 5
+dropped the summarization, translation, text2text, image-to-text,
 question-answering and VQA pipelines; those adapters call the model classes
-directly, as the pipelines used to.
+directly, as the pipelines used to, and live in :mod:`core.experts.local_direct`.
+The diffusers adapters live in :mod:`core.experts.local_diffusion`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from PIL import Image, ImageOps
 
 from core.errors import TaskFailed
 from core.experts import media
-from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
+from core.postprocess import depth_result
+from core.results import Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
 
 TOP_K = 5
 MAX_NEW_TOKENS = 128
@@ -39,6 +42,7 @@ class LoadContext:
     resolve: Callable[[str], Path | None]  # a model id → its local directory
     controlnet_base: str  # the Stable Diffusion model a bare ControlNet plugs into
     steps: int | None = None  # diffusion steps; None = the pipeline's default
+    depth_model: str | None = None  # the depth-estimation model a depth ControlNet's input needs
 
     @property
     def half(self) -> bool:
@@ -104,7 +108,7 @@ def _labels(raw: Any) -> tuple[Label, ...]:
     return tuple(sorted(items, key=lambda x: -x.score))
 
 
-def _generated(raw: Any) -> str:
+def generated_text(raw: Any) -> str:
     """The text of a generation pipeline's first output (a string or a chat)."""
     first = raw[0] if isinstance(raw, list) else raw
     if isinstance(first, list):
@@ -118,7 +122,7 @@ def _generated(raw: Any) -> str:
 # --- transformers pipelines ----------------------------------------------------------
 
 
-def _pipeline(ptask: str) -> Callable[[Path, LoadContext], Any]:
+def pipeline_loader(ptask: str) -> Callable[[Path, LoadContext], Any]:
     def load(path: Path, ctx: LoadContext) -> Any:
         from transformers import pipeline
         from transformers.utils import logging as tf_logging
@@ -154,13 +158,13 @@ def _run_token_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
 
 def _run_text_gen(pipe: Any, inputs: TaskInputs) -> TaskResult:
     raw = pipe(need_text(inputs), max_new_tokens=MAX_NEW_TOKENS, return_full_text=False)
-    return TaskResult(text=_generated(raw))
+    return TaskResult(text=generated_text(raw))
 
 
-def _run_chat(pipe: Any, inputs: TaskInputs) -> TaskResult:
+def run_chat(pipe: Any, inputs: TaskInputs) -> TaskResult:
     if getattr(pipe.tokenizer, "chat_template", None):
         chat = [{"role": "user", "content": need_text(inputs)}]
-        return TaskResult(text=_generated(pipe(chat, max_new_tokens=MAX_NEW_TOKENS)))
+        return TaskResult(text=generated_text(pipe(chat, max_new_tokens=MAX_NEW_TOKENS)))
     return _run_text_gen(pipe, inputs)
 
 
@@ -196,27 +200,6 @@ def _run_segmentation(pipe: Any, inputs: TaskInputs) -> TaskResult:
     return TaskResult(segments=tuple(segments))
 
 
-def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    raw = pipe(image=need_image(inputs), question=need_text(inputs), top_k=1)
-    raw = raw if isinstance(raw, list) else [raw]
-    # Donut answers None when its output lacks <s_answer>…</s_answer>, and has no score.
-    found = [d for d in raw if d.get("answer")]
-    if not found:
-        raise TaskFailed("the model found no answer in the document")
-    return TaskResult(
-        answers=tuple(
-            Answer(str(d["answer"]).strip(), None if d.get("score") is None else float(d["score"]))
-            for d in found
-        )
-    )
-
-
-def _run_tts(pipe: Any, inputs: TaskInputs) -> TaskResult:
-    out = pipe(need_text(inputs))
-    data, mime = media.encode_speech(np.asarray(out["audio"]), int(out["sampling_rate"]))
-    return TaskResult(media=(Blob(kind="audio", mime=mime, data=data),))
-
-
 def _sampling_rate(pipe: Any) -> int:
     return int(getattr(pipe.feature_extractor, "sampling_rate", 16000))
 
@@ -229,7 +212,15 @@ def _run_asr(pipe: Any, inputs: TaskInputs) -> TaskResult:
     return TaskResult(text=str(pipe(_audio(inputs, _sampling_rate(pipe)))["text"]).strip())
 
 
-def _softmax_top(logits: Any, id2label: dict[int, str]) -> tuple[Label, ...]:
+def on_device(model: Any, batch: Any) -> dict[str, Any]:
+    """``batch`` on the model's device, floating tensors in its dtype (fp16 on GPU)."""
+    return {
+        k: v.to(model.device, model.dtype) if v.is_floating_point() else v.to(model.device)
+        for k, v in batch.items()
+    }
+
+
+def softmax_top(logits: Any, id2label: dict[int, str]) -> tuple[Label, ...]:
     probs = logits.float().softmax(-1)[0]
     k = min(TOP_K, probs.shape[-1])
     scores, ids = probs.topk(k)
@@ -260,203 +251,30 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
     else:
         batch = pipe.image_processor(list(frames), return_tensors="pt")
     with torch.inference_mode():
-        logits = model(**_on(model, batch)).logits
-    return TaskResult(labels=_softmax_top(logits, model.config.id2label))
+        logits = model(**on_device(model, batch)).logits
+    return TaskResult(labels=softmax_top(logits, model.config.id2label))
 
 
-# --- transformers models called directly --------------------------------------------------
-
-
-def _config(path: Path) -> Any:
-    from transformers import AutoConfig
-    from transformers.utils import logging as tf_logging
-
-    tf_logging.disable_progress_bar()  # the loaders below print no bars either
-    return AutoConfig.from_pretrained(path, local_files_only=True)
-
-
-def _on(model: Any, batch: Any) -> dict[str, Any]:
-    """``batch`` on the model's device, floating tensors in its dtype (fp16 on GPU)."""
-    return {
-        k: v.to(model.device, model.dtype) if v.is_floating_point() else v.to(model.device)
-        for k, v in batch.items()
-    }
-
-
-def _generate(tok: Any, model: Any, batch: Any) -> str:
-    """What ``model`` generates from ``batch``, decoded by ``tok`` (a tokenizer or processor)."""
-    import torch
-
-    with torch.inference_mode():
-        out = model.generate(**_on(model, batch), max_new_tokens=MAX_NEW_TOKENS)
-    return str(tok.decode(out[0], skip_special_tokens=True)).strip()
-
-
-def _load_seq2seq(path: Path, ctx: LoadContext) -> Any:
-    if not getattr(_config(path), "is_encoder_decoder", False):
-        return _pipeline("text-generation")(path, ctx)  # a decoder-only model: prompt it
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
-    return (tok, model.to(ctx.device).eval())
-
-
-def _seq2seq_runner(task: str) -> Callable[[Any, TaskInputs], TaskResult]:
-    def run(loaded: Any, inputs: TaskInputs) -> TaskResult:
-        if not isinstance(loaded, tuple):
-            return _run_chat(loaded, inputs)
-        tok, model = loaded
-        params = getattr(model.config, "task_specific_params", None) or {}
-        key = task if task in params else next((k for k in params if k.startswith(task)), None)
-        prefix = str((params.get(key) or {}).get("prefix", "")) if key else ""
-        enc = tok(prefix + need_text(inputs), return_tensors="pt", truncation=True)
-        return TaskResult(text=_generate(tok, model, enc))
-
-    return run
-
-
-def _load_auto(kind: str) -> Callable[[Path, LoadContext], Any]:
-    def load(path: Path, ctx: LoadContext) -> Any:
-        import transformers
-
-        _config(path)
-        auto = getattr(transformers, kind)
-        proc = transformers.AutoProcessor.from_pretrained(path, local_files_only=True)
-        model = auto.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
-        return (proc, model.to(ctx.device).eval())
-
-    return load
-
-
-def _load_captioner(path: Path, ctx: LoadContext) -> Any:
-    """VisionEncoderDecoder checkpoints (vit-gpt2, TrOCR) ship no processor, which the
-    image-text-to-text pipeline needs: they are called directly, as transformers 4's
-    image-to-text pipeline did.  BLIP, GIT and chat VLMs go through the pipeline."""
-    if _config(path).model_type != "vision-encoder-decoder":
-        return _pipeline("image-text-to-text")(path, ctx)
-    import transformers
-
-    images = transformers.AutoImageProcessor.from_pretrained(path, local_files_only=True)
-    tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = transformers.VisionEncoderDecoderModel.from_pretrained(
-        path, dtype=ctx.dtype(), local_files_only=True
-    )
-    return (images, tok, model.to(ctx.device).eval())
-
-
-def _run_image_to_text(loaded: Any, inputs: TaskInputs) -> TaskResult:
-    image = need_image(inputs)
-    if isinstance(loaded, tuple):  # a VisionEncoderDecoder
-        images, tok, model = loaded
-        return TaskResult(text=_generate(tok, model, images(image, return_tensors="pt")))
-    if not inputs.text:  # the pipeline insists on a prompt, which captioners do without
-        proc = loaded.processor
-        return TaskResult(
-            text=_generate(proc, loaded.model, proc(images=image, return_tensors="pt"))
-        )
-    raw = loaded(images=image, text=inputs.text, max_new_tokens=MAX_NEW_TOKENS)
-    return TaskResult(text=_generated(raw))
-
-
-def _load_doc_qa(path: Path, ctx: LoadContext) -> Any:
-    """Donut reads the page itself; LayoutLM models need words and boxes from
-    Tesseract OCR, which the pipeline runs only when pytesseract is installed."""
-    from transformers.utils import is_pytesseract_available
-
-    if _config(path).model_type != "vision-encoder-decoder" and not is_pytesseract_available():
-        raise TaskFailed(
-            "this document-question-answering model needs Tesseract OCR: "
-            "pip install pytesseract and install the tesseract-ocr package"
-        )
-    return _pipeline("document-question-answering")(path, ctx)
-
-
-def _load_tts(path: Path, ctx: LoadContext) -> Any:
-    if _config(path).model_type == "speecht5":  # the pipeline would fetch a vocoder from the Hub
-        raise TaskFailed(
-            "SpeechT5 needs a separate HiFi-GAN vocoder and speaker x-vectors, "
-            "which the local backend does not load; use a VITS (MMS) or Bark model"
-        )
-    return _pipeline("text-to-audio")(path, ctx)
-
-
-def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
-    """Extractive QA: the best span inside the context ("question\\ncontext")."""
-    import torch
-
-    tok, model = loaded
-    question, _, context = need_text(inputs).partition("\n")
-    if not context.strip():
-        raise TaskFailed("question-answering needs 'question\\ncontext'", retryable=False)
-    enc = tok(
-        question,
-        context,
-        return_tensors="pt",
-        truncation="only_second",
-        return_offsets_mapping=True,
-    )
-    offsets = enc.pop("offset_mapping")[0].tolist()
-    in_context = [s == 1 for s in enc.sequence_ids(0)]
-    with torch.inference_mode():
-        out = model(**enc.to(model.device))
-    start = out.start_logits[0].float().softmax(-1).cpu().numpy()
-    end = out.end_logits[0].float().softmax(-1).cpu().numpy()
-    best = (0.0, 0, 0)
-    for i in (i for i, c in enumerate(in_context) if c):
-        for j in range(i, min(i + 30, len(in_context))):
-            if in_context[j] and start[i] * end[j] > best[0]:
-                best = (float(start[i] * end[j]), i, j)
-    score, i, j = best
-    answer = context[offsets[i][0] : offsets[j][1]] if score else ""
-    return TaskResult(answers=(Answer(answer.strip(), score),))
-
-
-def _load_vqa(path: Path, ctx: LoadContext) -> Any:
-    archs = getattr(_config(path), "architectures", None) or []
-    if any(a.endswith("ForQuestionAnswering") for a in archs):  # ViLT classifies, BLIP writes
-        return _load_auto("AutoModelForVisualQuestionAnswering")(path, ctx)
-    return _pipeline("image-text-to-text")(path, ctx)
-
-
-def _run_vqa(loaded: Any, inputs: TaskInputs) -> TaskResult:
-    import torch
-
-    if not isinstance(loaded, tuple):
-        return TaskResult(
-            answers=(Answer(_generated(loaded(images=need_image(inputs), text=need_text(inputs)))),)
-        )
-    proc, model = loaded
-    enc = proc(images=need_image(inputs), text=need_text(inputs), return_tensors="pt")
-    if model.can_generate():  # BLIP writes its answer
-        return TaskResult(answers=(Answer(_generate(proc, model, enc)),))
-    with torch.inference_mode():  # ViLT picks one of its answer labels
-        logits = model(**_on(model, enc)).logits
-    labels = _softmax_top(logits, model.config.id2label)
-    return TaskResult(answers=tuple(Answer(x.label, x.score) for x in labels))
+def _run_depth(pipe: Any, inputs: TaskInputs) -> TaskResult:
+    """The pipeline's raw ``predicted_depth`` (not its 8-bit ``depth`` image) as
+    a colour-mapped PNG, with the value range for the answer."""
+    out = pipe(need_image(inputs))
+    return depth_result(out["predicted_depth"].detach().float().cpu().numpy())
 
 
 TF = "transformers"
 
-TRANSFORMERS_ADAPTERS: dict[str, Adapter] = {
-    "text-classification": Adapter(TF, _pipeline("text-classification"), _run_text_cls),
-    "token-classification": Adapter(TF, _pipeline("token-classification"), _run_token_cls),
-    "text2text-generation": Adapter(TF, _load_seq2seq, _seq2seq_runner("text2text-generation")),
-    "summarization": Adapter(TF, _load_seq2seq, _seq2seq_runner("summarization")),
-    "translation": Adapter(TF, _load_seq2seq, _seq2seq_runner("translation")),
-    "question-answering": Adapter(TF, _load_auto("AutoModelForQuestionAnswering"), _run_qa),
-    "conversational": Adapter(TF, _load_seq2seq, _seq2seq_runner("conversational")),
-    "text-generation": Adapter(TF, _pipeline("text-generation"), _run_text_gen),
-    "image-to-text": Adapter(TF, _load_captioner, _run_image_to_text),
-    "visual-question-answering": Adapter(TF, _load_vqa, _run_vqa),
-    "document-question-answering": Adapter(TF, _load_doc_qa, _run_doc_qa),
-    "image-classification": Adapter(TF, _pipeline("image-classification"), _run_image_cls),
-    "object-detection": Adapter(TF, _pipeline("object-detection"), _run_detection),
-    "image-segmentation": Adapter(TF, _pipeline("image-segmentation"), _run_segmentation),
-    "video-classification": Adapter(TF, _pipeline("video-classification"), _run_video_cls),
-    "text-to-speech": Adapter(TF, _load_tts, _run_tts),
-    "audio-classification": Adapter(TF, _pipeline("audio-classification"), _run_audio_cls),
+PIPELINE_ADAPTERS: dict[str, Adapter] = {
+    "text-classification": Adapter(TF, pipeline_loader("text-classification"), _run_text_cls),
+    "token-classification": Adapter(TF, pipeline_loader("token-classification"), _run_token_cls),
+    "text-generation": Adapter(TF, pipeline_loader("text-generation"), _run_text_gen),
+    "image-classification": Adapter(TF, pipeline_loader("image-classification"), _run_image_cls),
+    "object-detection": Adapter(TF, pipeline_loader("object-detection"), _run_detection),
+    "image-segmentation": Adapter(TF, pipeline_loader("image-segmentation"), _run_segmentation),
+    "depth-estimation": Adapter(TF, pipeline_loader("depth-estimation"), _run_depth),
+    "video-classification": Adapter(TF, pipeline_loader("video-classification"), _run_video_cls),
+    "audio-classification": Adapter(TF, pipeline_loader("audio-classification"), _run_audio_cls),
     "automatic-speech-recognition": Adapter(
-        TF, _pipeline("automatic-speech-recognition"), _run_asr
+        TF, pipeline_loader("automatic-speech-recognition"), _run_asr
     ),
 }

@@ -12,18 +12,23 @@ Whatever goes wrong becomes :class:`core.errors.TaskFailed` with a short
 message naming the model and the HTTP status, chosen by exception type and
 status code (never by message text, and never with the token in it).
 
-One exception to "the client does it all": the installed client refuses
-``text_to_video`` for hf-inference URLs (only third-party providers have it),
-so that one task is POSTed as ``{"inputs": prompt, "parameters": {}}`` — the
-hf-inference convention the client uses for text-to-image — through
-``huggingface_hub``'s own session and error mapping.
+Two exceptions to "the client does it all", both POSTed through
+``huggingface_hub``'s own session and error mapping: the installed client
+refuses ``text_to_video`` for hf-inference URLs (only third-party providers
+have it), so that task is sent as ``{"inputs": prompt, "parameters": {}}`` —
+the hf-inference convention the client uses for text-to-image; and the client
+has no depth-estimation method at all, so the raw image is sent as it is for
+the other image tasks and the JSON answer (``predicted_depth`` values and/or a
+base64 ``depth`` PNG) is read here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import csv
 import io
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -44,6 +49,7 @@ from PIL import Image
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
 from core.mediatypes import sniff
+from core.postprocess import depth_result
 from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
@@ -71,7 +77,7 @@ class _Call:
     model_id: str
     task: str
     inputs: TaskInputs
-    post_json: Callable[[str, dict[str, Any]], Awaitable[bytes]]
+    post: Callable[[str, dict[str, Any] | bytes], Awaitable[bytes]]
 
     def text(self) -> str:
         if not self.inputs.text or not self.inputs.text.strip():
@@ -102,7 +108,7 @@ class RemoteExpert:
         self._timeout = timeout
         self._token = token or None
         self._client = AsyncInferenceClient(token=self._token, timeout=timeout)
-        self._session: httpx2.AsyncClient | None = None  # only for _post_json
+        self._session: httpx2.AsyncClient | None = None  # only for _post
 
     def can_run(self, task: str, model: ModelInfo | None = None) -> bool:
         return task in _HANDLERS
@@ -116,7 +122,7 @@ class RemoteExpert:
         handler = _HANDLERS.get(task)
         if handler is None:
             raise TaskFailed(f"{task} cannot run on the hosted inference API", retryable=False)
-        call = _Call(self._client, self.url_for(model), model.id, task, inputs, self._post_json)
+        call = _Call(self._client, self.url_for(model), model.id, task, inputs, self._post)
         try:
             async with asyncio.timeout(self._timeout):
                 return await handler(call)
@@ -142,15 +148,21 @@ class RemoteExpert:
             await self._session.aclose()
             self._session = None
 
-    async def _post_json(self, url: str, payload: dict[str, Any]) -> bytes:
-        """POST JSON for a task the client has no hf-inference route for."""
+    async def _post(self, url: str, body: dict[str, Any] | bytes) -> bytes:
+        """POST for a task the client has no hf-inference route for: a dict as
+        JSON, bytes as the raw body (as the client sends images)."""
         if self._session is None:
             self._session = get_async_session()
         token = self._token or get_token()  # the client's own fallback
         headers = {"authorization": f"Bearer {token}"} if token else {}
-        response = await self._session.post(
-            url, json=payload, headers=headers, timeout=self._timeout
-        )
+        if isinstance(body, bytes):
+            response = await self._session.post(
+                url, content=body, headers=headers, timeout=self._timeout
+            )
+        else:
+            response = await self._session.post(
+                url, json=body, headers=headers, timeout=self._timeout
+            )
         hf_raise_for_status(response)
         return response.content
 
@@ -423,8 +435,28 @@ async def _object_detection(c: _Call) -> TaskResult:
     return TaskResult(boxes=tuple(sorted(boxes, key=lambda b: -b.score)))
 
 
+def _read_depth(raw: bytes) -> TaskResult:
+    """The hosted depth answer ``{"predicted_depth": [[…]], "depth": "<base64 PNG>"}``
+    (either field will do; the raw values are preferred) as a depth result."""
+    out = json.loads(raw)
+    if isinstance(out, list) and len(out) == 1:  # some servers wrap one result in a list
+        out = out[0]
+    if not isinstance(out, dict):
+        raise ValueError("expected a JSON object")
+    if out.get("predicted_depth") is not None:
+        return depth_result(out["predicted_depth"])
+    if isinstance(out.get("depth"), str):
+        return depth_result(base64.b64decode(out["depth"].split(",")[-1], validate=True))
+    raise KeyError("predicted_depth")
+
+
+async def _depth_estimation(c: _Call) -> TaskResult:
+    raw = await c.post(c.url, c.image())
+    return await asyncio.to_thread(_read_depth, raw)  # a big JSON map: parse off the loop
+
+
 async def _text_to_video(c: _Call) -> TaskResult:
-    data = await c.post_json(c.url, {"inputs": c.text(), "parameters": {}})
+    data = await c.post(c.url, {"inputs": c.text(), "parameters": {}})
     return TaskResult(media=(_media_blob("video", data, "video/mp4"),))
 
 
@@ -466,6 +498,7 @@ _HANDLERS: dict[str, Handler] = {
     "image-classification": _image_classification,
     "image-to-image": _image_to_image,
     "object-detection": _object_detection,
+    "depth-estimation": _depth_estimation,
     "text-to-video": _text_to_video,
     "text-to-speech": _text_to_speech,
     "audio-classification": _audio_classification,

@@ -173,8 +173,9 @@ async def test_db_upgrade_and_models_list(tmp_path: Path) -> None:
     code, out, err = await run_bot("models", "list", env=env, cwd=tmp_path)
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == 24
+    assert len(lines) == 25  # the paper's 24 tasks and depth-estimation
     assert any(line.startswith("image-classification") and "remote" in line for line in lines)
+    assert any(line.startswith("depth-estimation") and "remote" in line for line in lines)
     # tasks only local inference serves say why they are unavailable in remote mode
     assert any(line.startswith("controlnet-sd") and "unavailable" in line for line in lines)
 

@@ -29,6 +29,7 @@ EXPECT_FILE = {
     "image-to-image": "image",
     "object-detection": "image",  # boxes drawn on the input
     "image-segmentation": "image",  # mask overlay
+    "depth-estimation": "image",  # colour depth map
     "text-to-video": "video",
     "text-to-speech": "audio",
     "audio-to-audio": "audio",
@@ -68,8 +69,27 @@ def assert_drawn_on_input(task: str, data: bytes) -> None:
         assert changed > 100
 
 
+def assert_depth_map(data: bytes) -> None:
+    """A real colour image of the input's size whose colour follows the fake's
+    depth (far at the top, near at the bottom), not one flat colour."""
+    import io
+
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(data))
+    assert im.format == "PNG" and im.mode == "RGB"
+    assert im.size == media.image_size(sample_png())
+    top, bottom = im.getpixel((32, 0)), im.getpixel((32, 63))
+    assert top != bottom
+    assert im.getpixel((0, 0)) == im.getpixel((63, 0))  # one depth per row
+    colours = {im.getpixel((32, y)) for y in range(64)}
+    assert len(colours) > 10, "a gradient of depths, not a few flat bands"
+
+
 def test_remote_tasks_cover_the_table() -> None:
-    assert len(REMOTE_TASKS) == 22
+    assert len(TASKS) == 25  # the paper's 24 and depth-estimation
+    assert len(REMOTE_TASKS) == 23
+    assert "depth-estimation" in REMOTE_TASKS
     assert set(TASKS) - set(REMOTE_TASKS) == {"controlnet-sd", "video-classification"}
 
 
@@ -107,6 +127,11 @@ async def test_task_end_to_end(agent_env: AgentEnv, task: str) -> None:
             assert media.image_size(data)[0] > 0
         if task in ("object-detection", "image-segmentation"):
             assert_drawn_on_input(task, data)
+        if task == "depth-estimation":
+            assert reply.files[0].handle.startswith("depth")
+            assert_depth_map(data)
+            assert env.hf.calls_for(model_a(task))[0].body == sample_png()  # the raw image
+            assert rec.result["depth_min"] == 1.0 and rec.result["depth_max"] == 10.0
     else:
         assert kinds == []
     # the answer prompt saw the result

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import inspect
+import io
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +34,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from PIL import Image
 
 from tests.fakes.loopback import serve
 from tests.fakes.samples import sample_mask_png, sample_mp4, sample_png, sample_wav
@@ -85,6 +88,35 @@ def _default_table_rows(call: HFCall) -> int:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def _input_size(call: HFCall) -> tuple[int, int]:
+    """(width, height) of the image the call sent (raw bytes or base64 ``inputs``);
+    64×64 when it sent none."""
+    data = call.body
+    if isinstance(call.json, dict) and isinstance(call.json.get("inputs"), str):
+        try:
+            data = base64.b64decode(call.json["inputs"], validate=True)
+        except binascii.Error:
+            return 64, 64
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.size
+    except OSError:
+        return 64, 64
+
+
+def depth_response(call: HFCall) -> dict[str, Any]:
+    """The hosted depth-estimation answer for the call's image: raw
+    ``predicted_depth`` rows (far at the top, 10.0, near at the bottom, 1.0)
+    and the same map as the base64 8-bit ``depth`` PNG the pipeline makes."""
+    w, h = _input_size(call)
+    rows = [[round(10.0 - 9.0 * y / max(1, h - 1), 4)] * w for y in range(h)]
+    grey = Image.new("L", (w, h))
+    grey.putdata([round(255 * (10.0 - v) / 9.0) for row in rows for v in row])
+    buf = io.BytesIO()
+    grey.save(buf, format="PNG")
+    return {"predicted_depth": rows, "depth": _b64(buf.getvalue())}
 
 
 def default_response(task: str, call: HFCall) -> Any:
@@ -141,6 +173,8 @@ def default_response(task: str, call: HFCall) -> Any:
                     "box": {"xmin": 2, "ymin": 50, "xmax": 20, "ymax": 60},
                 },
             ]
+        case "depth-estimation":
+            return depth_response(call)
         case "text-to-video":
             return sample_mp4()
         case "text-to-speech":
@@ -324,4 +358,4 @@ async def hf_fake() -> AsyncIterator[FakeHF]:
         yield fake
 
 
-__all__ = ["FakeHF", "HFCall", "default_response", "hf_fake", "make_hf_fake"]
+__all__ = ["FakeHF", "HFCall", "default_response", "depth_response", "hf_fake", "make_hf_fake"]

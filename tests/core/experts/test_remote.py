@@ -16,7 +16,7 @@ from core.errors import TaskFailed
 from core.experts.remote import REMOTE_TASKS, RemoteExpert, sniff_mime
 from core.results import Blob, Label, TaskInputs
 from core.tasks import TASKS
-from tests.fakes.hf_fake import FakeHF
+from tests.fakes.hf_fake import FakeHF, HFCall, depth_response
 from tests.fakes.samples import sample_jpeg, sample_mp4, sample_png, sample_wav
 
 TOKEN = "hf_test_secret_token"
@@ -341,6 +341,65 @@ async def test_object_detection(hf_fake: FakeHF, expert: RemoteExpert) -> None:
     assert result.as_text() == "cat, remote"
 
 
+# --- depth (no client method: raw image POSTed through the hub session) ---
+
+
+def _depth_shapes(call: HFCall) -> dict[str, object]:
+    full = depth_response(call)
+    return {
+        "both": full,
+        "values": {"predicted_depth": full["predicted_depth"]},
+        "image": {"depth": full["depth"]},
+        "list": [full],
+    }
+
+
+@pytest.mark.parametrize("shape", ["both", "values", "image", "list"])
+async def test_depth_estimation(hf_fake: FakeHF, expert: RemoteExpert, shape: str) -> None:
+    photo = sample_png(48, 32)
+    result, call = await run(
+        hf_fake,
+        expert,
+        "depth-estimation",
+        "Intel/dpt-large",
+        TaskInputs(image=Blob("image", "image/png", photo)),
+        response=lambda c: _depth_shapes(c)[shape],
+    )
+    assert call.body == photo  # the raw image, as the client sends image tasks
+    assert call.headers["Authorization"] == f"Bearer {TOKEN}"
+    (blob,) = result.media
+    assert (blob.kind, blob.mime) == ("image", "image/png")
+    im = Image.open(io.BytesIO(blob.data))
+    assert im.format == "PNG" and im.mode == "RGB" and im.size == (48, 32)
+    column = [im.getpixel((10, y)) for y in range(32)]
+    assert len(set(column)) > 10, "far-to-near rows get different colours"
+    assert im.getpixel((0, 5)) == im.getpixel((47, 5))
+    if shape == "image":  # grey levels only: the range says so
+        assert result.extra == {
+            "depth_scale": "relative (grey levels of a depth image)",
+            "depth_min": 0.0,
+            "depth_max": 255.0,
+        }
+    else:
+        assert result.extra == {"depth_min": 1.0, "depth_max": 10.0}
+    assert result.summary()["depth_max"] == result.extra["depth_max"]
+
+
+async def test_depth_estimation_errors_are_mapped_too(
+    hf_fake: FakeHF, expert: RemoteExpert
+) -> None:
+    hf_fake.serve("Intel/dpt-hybrid-midas", "depth-estimation")
+    hf_fake.fail("Intel/dpt-hybrid-midas", status=401)
+    model = ModelInfo("Intel/dpt-hybrid-midas", "depth-estimation")
+    with pytest.raises(TaskFailed, match=r"refused the credentials \(HTTP 401\)") as info:
+        await expert.run("depth-estimation", model, TaskInputs(image=png_blob()))
+    assert TOKEN not in str(info.value)
+    with pytest.raises(TaskFailed, match="depth-estimation needs an image") as info:
+        await expert.run("depth-estimation", model, TaskInputs(text="x"))
+    assert info.value.retryable is False
+    assert len(hf_fake.calls) == 1  # the refused input made no call
+
+
 # --- video and audio -----------------------------------------------------
 
 
@@ -483,6 +542,12 @@ async def test_timeout_fails_quickly(hf_fake: FakeHF) -> None:
         ("question-answering", TaskInputs(text="Q?\nC"), [1, 2, 3], None),
         ("text-to-image", TaskInputs(text="x"), b"definitely not an image", "image/png"),
         ("text-to-speech", TaskInputs(text="x"), b"", "audio/flac"),
+        ("depth-estimation", TaskInputs(image=png_blob()), b"\x89PNG raw bytes", "image/png"),
+        ("depth-estimation", TaskInputs(image=png_blob()), {"unexpected": "shape"}, None),
+        ("depth-estimation", TaskInputs(image=png_blob()), {"predicted_depth": [1, 2]}, None),
+        ("depth-estimation", TaskInputs(image=png_blob()), {"depth": "no base64!"}, None),
+        ("depth-estimation", TaskInputs(image=png_blob()), {"depth": b64(b"not png")}, None),
+        ("depth-estimation", TaskInputs(image=png_blob()), [{"a": 1}, {"b": 2}], None),
     ],
 )
 async def test_unreadable_responses_become_task_failed(

@@ -75,6 +75,14 @@ def segmenter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def depth_estimator(models_root: Path) -> Path:
+    """Under LOCAL_MODELS_DIR (``tiny--glpn-depth``), so LOCAL_DEPTH_MODEL can name it by id."""
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.depth_estimator(models_root / "tiny--glpn-depth")
+
+
+@pytest.fixture(scope="session")
 def video_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory, "video-cls", "video_classifier")
 
@@ -103,6 +111,14 @@ def canny_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
     from tests.core.experts.local import tiny_models
 
     return tiny_models.controlnet(models_root / "tiny--sd-controlnet-canny")
+
+
+@pytest.fixture(scope="session")
+def depth_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    """The same tiny ControlNet saved under a depth name: the name picks the preprocessor."""
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.controlnet(models_root / "tiny--sd-controlnet-depth")
 
 
 @pytest.fixture(scope="session")

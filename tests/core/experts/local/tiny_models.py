@@ -155,6 +155,25 @@ def segmenter(path: Path) -> Path:
     return path
 
 
+def depth_estimator(path: Path) -> Path:
+    """GLPN (a metric depth model: larger is farther) with transformers' test sizes
+    halved; its processor floors each side to a multiple of 32."""
+    from transformers import GLPNConfig, GLPNForDepthEstimation, GLPNImageProcessorPil
+
+    torch.manual_seed(0)
+    cfg = GLPNConfig(
+        num_encoder_blocks=4,
+        depths=[1, 1, 1, 1],
+        sr_ratios=[8, 4, 2, 1],
+        hidden_sizes=[8, 8, 16, 16],
+        num_attention_heads=[1, 1, 2, 2],
+        decoder_hidden_size=16,
+    )
+    GLPNForDepthEstimation(cfg).save_pretrained(path)
+    GLPNImageProcessorPil().save_pretrained(path)
+    return path
+
+
 def video_classifier(path: Path) -> Path:
     from transformers import (
         VideoMAEConfig,
