@@ -104,6 +104,8 @@ class Agent:
     async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
         emit = _safe_sink(progress, request.request_id)
         lock = self._locks.setdefault(request.conversation, asyncio.Lock())
+        if lock.locked():
+            await emit(Progress(Stage.PLANNING, "Waiting for the previous request here to finish"))
         async with lock:
             turn = Turn(request)
             t0 = time.perf_counter()

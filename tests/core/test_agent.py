@@ -3,6 +3,7 @@ OpenAI fake, the HF inference fake and a SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -403,3 +404,28 @@ async def test_text_file_handle_as_text_argument_passes_its_content(agent_env: A
     env.llm.reply("plan", plan(step(0, "translation", text="readme.md")))
     await env.agent.handle(req("translate the word readme.md"))
     assert env.hf.calls_for(model_a("translation"))[0].json["inputs"] == "readme.md"
+
+
+async def test_requests_in_one_conversation_queue_and_say_so(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.hf.serve(model_a("translation"), "translation", delay=0.3)
+    env.llm.reply(
+        "plan", plan(step(0, "translation", text="a")), plan(step(0, "translation", text="b"))
+    )
+    seen: list[Progress] = []
+
+    async def sink(p: Progress) -> None:
+        seen.append(p)
+
+    started = asyncio.Event()
+
+    async def first_sink(p: Progress) -> None:
+        started.set()  # emitted inside the conversation's lock
+
+    first = asyncio.create_task(env.agent.handle(req("one"), first_sink))
+    await started.wait()
+    await env.agent.handle(req("two"), sink)
+    await first
+    assert "Waiting for the previous request" in seen[0].detail
+    history = await env.agent.repo.load_history(KEY)
+    assert [t.text for t in history.turns if t.role == "user"] == ["one", "two"]
