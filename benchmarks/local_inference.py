@@ -52,7 +52,7 @@ def _png() -> Blob:
 
 
 def _video() -> Blob:
-    from core.experts.media import encode_video
+    from core.experts.video import encode_video
 
     frames = [np.full((32, 32, 3), 20 * i, dtype=np.uint8) for i in range(12)]
     return Blob(kind="video", mime="video/mp4", data=encode_video(frames, fps=8))

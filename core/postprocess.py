@@ -32,12 +32,12 @@ def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
     if result.media_of(IMAGE) is not None or inputs.image is None:
         return result
     try:
-        from core.experts import media
+        from core.experts.images import draw_boxes, mask_overlay
 
         if task == "object-detection" and result.boxes:
-            png = media.draw_boxes(inputs.image.data, result.boxes)
+            png = draw_boxes(inputs.image.data, result.boxes)
         elif task == "image-segmentation" and result.segments:
-            png = media.mask_overlay(inputs.image.data, result.segments)
+            png = mask_overlay(inputs.image.data, result.segments)
         else:
             return result
     except Exception:  # a drawing failure keeps the structured result
@@ -53,7 +53,7 @@ def depth_result(depth: Any) -> TaskResult:
     is.  An image only has grey levels, so its range is marked relative.
     Raises ValueError (or OSError for unreadable bytes) for anything that is
     not a 2-D map."""
-    from core.experts import media
+    from core.experts.images import depth_to_image
 
     extra: dict[str, Any] = {}
     if isinstance(depth, bytes | bytearray):
@@ -64,7 +64,7 @@ def depth_result(depth: Any) -> TaskResult:
         extra["depth_scale"] = "relative (grey levels of a depth image)"
     else:
         values = np.asarray(depth, dtype=np.float64)
-    png = media.depth_to_image(values)
+    png = depth_to_image(values)
     finite = values[np.isfinite(values)]
     if finite.size:
         extra["depth_min"] = round(float(finite.min()), 4)
@@ -75,14 +75,14 @@ def depth_result(depth: Any) -> TaskResult:
 def _transcode_audio(result: TaskResult) -> TaskResult:
     if not any(m.kind == AUDIO and m.mime not in PLAYABLE_AUDIO for m in result.media):
         return result
-    from core.experts import media
+    from core.experts.audio import decode_audio, encode_speech
 
     out: list[Blob] = []
     for m in result.media:
         if m.kind == AUDIO and m.mime not in PLAYABLE_AUDIO:
             try:
-                samples, sr = media.decode_audio(m.data, target_sr=None, mono=False)
-                data, mime = media.encode_speech(samples, sr)
+                samples, sr = decode_audio(m.data, target_sr=None, mono=False)
+                data, mime = encode_speech(samples, sr)
                 m = Blob(AUDIO, mime, data, m.handle)
             except Exception:  # keep the original: a WAV still beats nothing
                 log.exception("re-encoding %s audio failed", m.mime)

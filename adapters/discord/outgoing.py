@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from adapters.discord.render import OutFile, human_size
-from core.experts.media import fit_image
+from core.experts.images import fit_image
 from core.types import AgentAPI, Resource
 
 log = logging.getLogger(__name__)

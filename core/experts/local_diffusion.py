@@ -23,7 +23,6 @@ import numpy as np
 from PIL import Image
 
 from core.errors import TaskFailed
-from core.experts import media
 from core.experts.local_tasks import (
     Adapter,
     LoadContext,
@@ -32,6 +31,7 @@ from core.experts.local_tasks import (
     pipeline_loader,
     png_blob,
 )
+from core.experts.video import encode_video
 from core.results import Blob, TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
@@ -254,9 +254,7 @@ def _run_t2v(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
     frames = out.frames[0]
     frames = list(frames) if not isinstance(frames, list) else frames
     fps = 8 if len(frames) >= 8 else max(1, math.ceil(len(frames) / 2))
-    return TaskResult(
-        media=(Blob(kind="video", mime="video/mp4", data=media.encode_video(frames, fps)),)
-    )
+    return TaskResult(media=(Blob(kind="video", mime="video/mp4", data=encode_video(frames, fps)),))
 
 
 DIFFUSERS_ADAPTERS: dict[str, Adapter] = {

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import TaskFailed
-from core.experts import media
+from core.experts.audio import encode_speech
 from core.experts.local_tasks import (
     MAX_NEW_TOKENS,
     TF,
@@ -158,7 +158,7 @@ def _load_tts(path: Path, ctx: LoadContext) -> Any:
 
 def _run_tts(pipe: Any, inputs: TaskInputs) -> TaskResult:
     out = pipe(need_text(inputs))
-    data, mime = media.encode_speech(np.asarray(out["audio"]), int(out["sampling_rate"]))
+    data, mime = encode_speech(np.asarray(out["audio"]), int(out["sampling_rate"]))
     return TaskResult(media=(Blob(kind="audio", mime=mime, data=data),))
 
 

@@ -26,7 +26,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from core.errors import TaskFailed
-from core.experts import media
+from core.experts.audio import decode_audio
+from core.experts.video import decode_video_frames
 from core.postprocess import depth_result
 from core.results import Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
 
@@ -85,7 +86,7 @@ def _audio(inputs: TaskInputs, sampling_rate: int) -> dict[str, Any]:
     if inputs.audio is None:
         raise TaskFailed("this task needs an audio argument", retryable=False)
     try:
-        samples, sr = media.decode_audio(inputs.audio.data, target_sr=sampling_rate)
+        samples, sr = decode_audio(inputs.audio.data, target_sr=sampling_rate)
     except ValueError as exc:
         raise TaskFailed(f"the audio could not be read: {exc}", retryable=False) from exc
     return {"raw": samples, "sampling_rate": sr}
@@ -240,7 +241,7 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
     model = pipe.model
     count = int(getattr(model.config, "num_frames", 16) or 16)
     try:
-        frames = media.decode_video_frames(inputs.video.data, num_frames=count)
+        frames = decode_video_frames(inputs.video.data, num_frames=count)
     except ValueError as exc:
         raise TaskFailed(f"the video could not be read: {exc}", retryable=False) from exc
     frames = [frames[min(len(frames) - 1, i * len(frames) // count)] for i in range(count)]

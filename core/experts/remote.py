@@ -19,18 +19,17 @@ have it), so that task is sent as ``{"inputs": prompt, "parameters": {}}`` —
 the hf-inference convention the client uses for text-to-image; and the client
 has no depth-estimation method at all, so the raw image is sent as it is for
 the other image tasks and the JSON answer (``predicted_depth`` values and/or a
-base64 ``depth`` PNG) is read here.
+base64 ``depth`` PNG) is read by :mod:`core.experts.remote_outputs`.
+
+The task text is split into the call's arguments by
+:mod:`core.experts.remote_args`; the client's outputs become result parts in
+:mod:`core.experts.remote_outputs`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import csv
-import io
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,9 +47,17 @@ from PIL import Image
 
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
-from core.mediatypes import sniff
-from core.postprocess import depth_result
-from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskInputs, TaskResult
+from core.experts.remote_args import csv_table, split_question, translation_args
+from core.experts.remote_outputs import (
+    answers_of,
+    as_list,
+    encode_image,
+    image_blob,
+    labels_of,
+    media_blob,
+    read_depth,
+)
+from core.results import Box, Entity, Segment, TaskInputs, TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +67,6 @@ HOSTED_BASE = constants.INFERENCE_PROXY_TEMPLATE.format(provider="hf-inference")
 # cannot open) raises inside the client or in our normalisation.
 _BAD_RESPONSE = (ValueError, TypeError, KeyError, IndexError, AttributeError, OSError)
 _UNREACHABLE = (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError)
-
-
-def sniff_mime(data: bytes, fallback: str = "application/octet-stream") -> str:
-    """The media type of ``data`` from its magic bytes (servers' headers lie)."""
-    found = sniff(data)
-    return found.mime if found and found.kind in ("image", "audio", "video") else fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,166 +184,19 @@ def _http_message(model_id: str, status: int | None) -> str:
     return f"model {model_id} call failed (HTTP {status})"
 
 
-def _as_list(out: Any) -> list[Any]:
-    """Flatten the client's outputs, which are one element, a list, or a list of lists."""
-    if not isinstance(out, list):
-        return [out]
-    if out and isinstance(out[0], list):
-        return [x for sub in out for x in sub]
-    return out
-
-
-def _labels(out: Any) -> tuple[Label, ...]:
-    items = [Label(str(e.label), float(e.score)) for e in _as_list(out)]
-    return tuple(sorted(items, key=lambda x: -x.score))
-
-
-def _answers(out: Any) -> tuple[Answer, ...]:
-    items = [
-        Answer(str(e.answer), None if e.score is None else float(e.score))
-        for e in _as_list(out)
-        if e.answer is not None
-    ]
-    return tuple(sorted(items, key=lambda a: -(a.score or 0.0)))
-
-
-def _encode_image(img: Image.Image) -> tuple[bytes, str]:
-    """Bytes of a decoded image, in its own format when that is a web format."""
-    fmt = img.format if img.format in ("PNG", "JPEG", "WEBP", "GIF") else "PNG"
-    if fmt == "JPEG" and img.mode not in ("RGB", "L"):
-        img = img.convert("RGB")
-    buf = io.BytesIO()
-    img.save(buf, format=fmt)
-    return buf.getvalue(), Image.MIME[fmt]
-
-
-async def _image_blob(img: Image.Image) -> Blob:
-    data, mime = await asyncio.to_thread(_encode_image, img)
-    return Blob("image", mime, data)
-
-
-def _media_blob(kind: str, data: Any, fallback: str) -> Blob:
-    if not isinstance(data, bytes) or not data:
-        raise ValueError(f"expected {kind} bytes")
-    return Blob(kind, sniff_mime(data, fallback), data)
-
-
-# --- text arguments ------------------------------------------------------
-
-_QA_Q_FIRST = re.compile(r"^\s*question\s*:\s*(?P<q>.+?)\s+context\s*:\s*(?P<c>.+)$", re.I | re.S)
-_QA_C_FIRST = re.compile(r"^\s*context\s*:\s*(?P<c>.+?)\s+question\s*:\s*(?P<q>.+)$", re.I | re.S)
-
-
-def split_question(text: str) -> tuple[str, str]:
-    """(question, context) from "question: … context: …", "question\\ncontext"
-    or "Question? Context…"."""
-    m = _QA_Q_FIRST.match(text) or _QA_C_FIRST.match(text)
-    if m:
-        question, context = m["q"], m["c"]
-    elif "\n" in text.strip():
-        question, _, context = text.strip().partition("\n")
-    elif "?" in text:
-        question, _, context = text.partition("?")
-        question += "?"
-    else:
-        question, context = text, ""
-    question, context = question.strip(), context.strip()
-    if not question or not context:
-        raise TaskFailed(
-            "question-answering needs a question and a context ('question\\ncontext')",
-            retryable=False,
-        )
-    return question, context
-
-
-def csv_table(text: str) -> dict[str, list[str]]:
-    """A CSV text (header row first; comma, semicolon or tab) as the column
-    dict the tabular API takes."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    delimiter = next((d for d in (",", ";", "\t") if d in first), ",")
-    rows = [
-        [cell.strip() for cell in row]
-        for row in csv.reader(io.StringIO(text.strip()), delimiter=delimiter)
-        if any(cell.strip() for cell in row)
-    ]
-    if len(rows) < 2 or any(len(r) != len(rows[0]) for r in rows):
-        raise TaskFailed(
-            "tabular-classification needs a CSV table: a header row and rows of the same width",
-            retryable=False,
-        )
-    return {name: [r[i] for r in rows[1:]] for i, name in enumerate(rows[0])}
-
-
-# Language name → (ISO 639-1 for M2M100, NLLB code, mBART-50 code).
-_LANGS: dict[str, tuple[str, str, str]] = {
-    "english": ("en", "eng_Latn", "en_XX"),
-    "french": ("fr", "fra_Latn", "fr_XX"),
-    "german": ("de", "deu_Latn", "de_DE"),
-    "spanish": ("es", "spa_Latn", "es_XX"),
-    "italian": ("it", "ita_Latn", "it_IT"),
-    "portuguese": ("pt", "por_Latn", "pt_XX"),
-    "dutch": ("nl", "nld_Latn", "nl_XX"),
-    "russian": ("ru", "rus_Cyrl", "ru_RU"),
-    "chinese": ("zh", "zho_Hans", "zh_CN"),
-    "japanese": ("ja", "jpn_Jpan", "ja_XX"),
-    "korean": ("ko", "kor_Hang", "ko_KR"),
-    "arabic": ("ar", "arb_Arab", "ar_AR"),
-    "hindi": ("hi", "hin_Deva", "hi_IN"),
-}
-_INSTRUCTION = re.compile(r"^\s*translate\b(?P<instr>[^:\n]*)[:\n]\s*(?P<body>.+)$", re.I | re.S)
-_INLINE = re.compile(
-    r"^\s*translate\s+(?P<body>.+?)\s+(?P<instr>(?:from\s+\w+\s+)?(?:to|into)\s+\w+)\s*[.!]?\s*$",
-    re.I | re.S,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TranslationRequest:
-    text: str
-    src: str | None = None  # language names, lower case
-    tgt: str | None = None
-
-
-def parse_translation(text: str) -> TranslationRequest:
-    """Strip a leading "Translate (from X) to Y:" instruction and keep the languages."""
-    m = _INSTRUCTION.match(text) or _INLINE.match(text)
-    if not m:
-        return TranslationRequest(text.strip())
-    instr, body = m["instr"], m["body"].strip().strip("\"'“”")
-    src = re.search(r"\bfrom\s+(\w+)", instr, re.I)
-    tgt = re.search(r"\b(?:to|into)\s+(\w+)", instr, re.I)
-    return TranslationRequest(
-        body or text.strip(),
-        src[1].lower() if src else None,
-        tgt[1].lower() if tgt else None,
-    )
-
-
-async def _translation(c: _Call) -> TaskResult:
-    req = parse_translation(c.text())
-    model = c.model_id.lower()
-    text, src_lang, tgt_lang = req.text, None, None
-    src, tgt = req.src or "english", req.tgt
-    if tgt in _LANGS and src in _LANGS:
-        if re.search(r"(^|/)(flan-)?t5", model):
-            # T5 reads the task from a prefix: "translate English to German: …".
-            text = f"translate {src.title()} to {tgt.title()}: {req.text}"
-        else:
-            # Many-to-many models need both codes, each family in its own spelling.
-            column = next(
-                (i for i, k in enumerate(("m2m100", "nllb", "mbart")) if k in model), None
-            )
-            if column is not None:
-                src_lang, tgt_lang = _LANGS[src][column], _LANGS[tgt][column]
-    out = await c.client.translation(text, model=c.url, src_lang=src_lang, tgt_lang=tgt_lang)
-    return TaskResult(text=str(out.translation_text))
-
-
 # --- handlers ------------------------------------------------------------
 
 
+async def _translation(c: _Call) -> TaskResult:
+    args = translation_args(c.text(), c.model_id)
+    out = await c.client.translation(
+        args.text, model=c.url, src_lang=args.src_lang, tgt_lang=args.tgt_lang
+    )
+    return TaskResult(text=str(out.translation_text))
+
+
 async def _text_classification(c: _Call) -> TaskResult:
-    return TaskResult(labels=_labels(await c.client.text_classification(c.text(), model=c.url)))
+    return TaskResult(labels=labels_of(await c.client.text_classification(c.text(), model=c.url)))
 
 
 async def _token_classification(c: _Call) -> TaskResult:
@@ -355,7 +209,7 @@ async def _token_classification(c: _Call) -> TaskResult:
             e.start,
             e.end,
         )
-        for e in _as_list(out)
+        for e in as_list(out)
     )
     return TaskResult(entities=entities)
 
@@ -378,12 +232,12 @@ async def _summarization(c: _Call) -> TaskResult:
 async def _question_answering(c: _Call) -> TaskResult:
     question, context = split_question(c.text())
     out = await c.client.question_answering(question=question, context=context, model=c.url)
-    return TaskResult(answers=_answers(out))
+    return TaskResult(answers=answers_of(out))
 
 
 async def _tabular_classification(c: _Call) -> TaskResult:
     out = await c.client.tabular_classification(csv_table(c.text()), model=c.url)
-    predictions = [str(p) for p in _as_list(out)]
+    predictions = [str(p) for p in as_list(out)]
     return TaskResult(text=", ".join(predictions), extra={"predictions": predictions})
 
 
@@ -394,79 +248,64 @@ async def _image_to_text(c: _Call) -> TaskResult:
 
 async def _text_to_image(c: _Call) -> TaskResult:
     img = await c.client.text_to_image(c.text(), model=c.url)
-    return TaskResult(media=(await _image_blob(img),))
+    return TaskResult(media=(await image_blob(img),))
 
 
 async def _visual_question_answering(c: _Call) -> TaskResult:
     out = await c.client.visual_question_answering(c.image(), c.text(), model=c.url)
-    return TaskResult(answers=_answers(out))
+    return TaskResult(answers=answers_of(out))
 
 
 async def _document_question_answering(c: _Call) -> TaskResult:
     out = await c.client.document_question_answering(c.image(), c.text(), model=c.url)
-    return TaskResult(answers=_answers(out))
+    return TaskResult(answers=answers_of(out))
 
 
 async def _image_segmentation(c: _Call) -> TaskResult:
     out = await c.client.image_segmentation(c.image(), model=c.url)
     segments = []
-    for e in _as_list(out):
-        mask, _ = await asyncio.to_thread(_encode_image, e.mask)
+    for e in as_list(out):
+        mask, _ = await asyncio.to_thread(encode_image, e.mask)
         segments.append(Segment(str(e.label), None if e.score is None else float(e.score), mask))
     return TaskResult(segments=tuple(segments))
 
 
 async def _image_classification(c: _Call) -> TaskResult:
-    return TaskResult(labels=_labels(await c.client.image_classification(c.image(), model=c.url)))
+    return TaskResult(labels=labels_of(await c.client.image_classification(c.image(), model=c.url)))
 
 
 async def _image_to_image(c: _Call) -> TaskResult:
     prompt = c.inputs.text.strip() if c.inputs.text and c.inputs.text.strip() else None
     img = await c.client.image_to_image(c.image(), prompt, model=c.url)
-    return TaskResult(media=(await _image_blob(img),))
+    return TaskResult(media=(await image_blob(img),))
 
 
 async def _object_detection(c: _Call) -> TaskResult:
     out = await c.client.object_detection(c.image(), model=c.url)
     boxes = tuple(
         Box(str(e.label), float(e.score), e.box.xmin, e.box.ymin, e.box.xmax, e.box.ymax)
-        for e in _as_list(out)
+        for e in as_list(out)
     )
     return TaskResult(boxes=tuple(sorted(boxes, key=lambda b: -b.score)))
 
 
-def _read_depth(raw: bytes) -> TaskResult:
-    """The hosted depth answer ``{"predicted_depth": [[…]], "depth": "<base64 PNG>"}``
-    (either field will do; the raw values are preferred) as a depth result."""
-    out = json.loads(raw)
-    if isinstance(out, list) and len(out) == 1:  # some servers wrap one result in a list
-        out = out[0]
-    if not isinstance(out, dict):
-        raise ValueError("expected a JSON object")
-    if out.get("predicted_depth") is not None:
-        return depth_result(out["predicted_depth"])
-    if isinstance(out.get("depth"), str):
-        return depth_result(base64.b64decode(out["depth"].split(",")[-1], validate=True))
-    raise KeyError("predicted_depth")
-
-
 async def _depth_estimation(c: _Call) -> TaskResult:
     raw = await c.post(c.url, c.image())
-    return await asyncio.to_thread(_read_depth, raw)  # a big JSON map: parse off the loop
+    return await asyncio.to_thread(read_depth, raw)  # a big JSON map: parse off the loop
 
 
 async def _text_to_video(c: _Call) -> TaskResult:
     data = await c.post(c.url, {"inputs": c.text(), "parameters": {}})
-    return TaskResult(media=(_media_blob("video", data, "video/mp4"),))
+    return TaskResult(media=(media_blob("video", data, "video/mp4"),))
 
 
 async def _text_to_speech(c: _Call) -> TaskResult:
     data = await c.client.text_to_speech(c.text(), model=c.url)
-    return TaskResult(media=(_media_blob("audio", data, "audio/flac"),))
+    return TaskResult(media=(media_blob("audio", data, "audio/flac"),))
 
 
 async def _audio_classification(c: _Call) -> TaskResult:
-    return TaskResult(labels=_labels(await c.client.audio_classification(c.audio(), model=c.url)))
+    return TaskResult(labels=labels_of(await c.client.audio_classification(c.audio(), model=c.url)))
 
 
 async def _speech_recognition(c: _Call) -> TaskResult:
@@ -475,8 +314,8 @@ async def _speech_recognition(c: _Call) -> TaskResult:
 
 
 async def _audio_to_audio(c: _Call) -> TaskResult:
-    out = _as_list(await c.client.audio_to_audio(c.audio(), model=c.url))
-    media = tuple(_media_blob("audio", e.blob, e.content_type or "audio/flac") for e in out)
+    out = as_list(await c.client.audio_to_audio(c.audio(), model=c.url))
+    media = tuple(media_blob("audio", e.blob, e.content_type or "audio/flac") for e in out)
     return TaskResult(media=media, extra={"audio_labels": [str(e.label) for e in out]})
 
 

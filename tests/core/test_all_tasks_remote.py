@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from core.experts import media
+from core.experts.audio import audio_duration
+from core.experts.images import image_size
 from core.tasks import TASKS
 from core.types import Attachment, ConversationKey, Request, TaskStatus
 from tests.fakes.agent_fixture import REMOTE_TASKS, AgentEnv, model_a
@@ -78,7 +79,7 @@ def assert_depth_map(data: bytes) -> None:
 
     im = Image.open(io.BytesIO(data))
     assert im.format == "PNG" and im.mode == "RGB"
-    assert im.size == media.image_size(sample_png())
+    assert im.size == image_size(sample_png())
     top, bottom = im.getpixel((32, 0)), im.getpixel((32, 63))
     assert top != bottom
     assert im.getpixel((0, 0)) == im.getpixel((63, 0))  # one depth per row
@@ -122,9 +123,9 @@ async def test_task_end_to_end(agent_env: AgentEnv, task: str) -> None:
         if kinds[0] == "audio":
             # WAV from the model is re-encoded so it plays on phones
             assert reply.files[0].mime == "audio/ogg"
-            assert media.audio_duration(data) > 0.4
+            assert audio_duration(data) > 0.4
         if kinds[0] == "image":
-            assert media.image_size(data)[0] > 0
+            assert image_size(data)[0] > 0
         if task in ("object-detection", "image-segmentation"):
             assert_drawn_on_input(task, data)
         if task == "depth-estimation":

@@ -15,7 +15,7 @@ import soundfile as sf
 from PIL import Image
 
 from core.errors import InputRejected
-from core.experts.media import encode_video
+from core.experts.video import encode_video
 from core.mediatypes import MediaType, format_size, inspect_attachment, sniff
 
 MB = 1 << 20

@@ -13,7 +13,8 @@ from PIL import Image
 
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
-from core.experts.remote import REMOTE_TASKS, RemoteExpert, sniff_mime
+from core.experts.remote import REMOTE_TASKS, RemoteExpert
+from core.experts.remote_outputs import sniff_mime
 from core.results import Blob, Label, TaskInputs
 from core.tasks import TASKS
 from tests.fakes.hf_fake import FakeHF, HFCall, depth_response

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import TaskFailed
-from core.experts import media
+from core.experts.audio import audio_duration
 from core.experts.local import LocalExpert
 from core.experts.local_tasks import MAX_NEW_TOKENS
 from core.results import TaskInputs
@@ -111,7 +111,7 @@ async def test_text_to_speech_vits(expert: LocalExpert, vits_tts: Path) -> None:
     result = await expert.run("text-to-speech", m, TaskInputs(text="hello world"))
     audio = result.media_of("audio")
     assert audio is not None and audio.mime in {"audio/ogg", "audio/mpeg", "audio/wav"}
-    assert media.audio_duration(audio.data) > 0
+    assert audio_duration(audio.data) > 0
     assert result.text is None and not result.answers
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.experts import media
 from core.experts.local import LocalExpert
+from core.experts.video import decode_video_frames, encode_video
 from core.results import Blob, TaskInputs
 from tests.core.experts.local.inputs import model, png, sine_wav
 
@@ -94,7 +94,7 @@ async def test_image_segmentation(expert: LocalExpert, segmenter: Path) -> None:
 
 async def test_video_classification(expert: LocalExpert, video_classifier: Path) -> None:
     frames = [np.full((32, 32, 3), 20 * i, dtype=np.uint8) for i in range(12)]
-    video = Blob(kind="video", mime="video/mp4", data=media.encode_video(frames, fps=8))
+    video = Blob(kind="video", mime="video/mp4", data=encode_video(frames, fps=8))
     m = model("video-classification", video_classifier)
     assert expert.can_run("video-classification", m)
     result = await expert.run("video-classification", m, TaskInputs(video=video))
@@ -156,7 +156,7 @@ async def test_text_to_video(expert: LocalExpert, text_to_video: Path) -> None:
     result = await expert.run("text-to-video", m, TaskInputs(text="a dog running"))
     video = result.media_of("video")
     assert video is not None and video.mime == "video/mp4"
-    frames = media.decode_video_frames(video.data, num_frames=4, size=None)
+    frames = decode_video_frames(video.data, num_frames=4, size=None)
     assert len(frames) == 4 and frames[0].shape == (32, 32, 3)
 
 
