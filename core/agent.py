@@ -32,8 +32,9 @@ from core.response import fallback_answer, generate_response
 from core.results import Blob, TaskResult
 from core.routing import ExpertRouter
 from core.selection import Selection, select_models
+from core.store.handles import allocate_handle
 from core.store.media import MediaStore
-from core.store.repo import History, Repo, TurnRecord, allocate_handle
+from core.store.repo import History, Repo, TurnRecord
 from core.tasks import canonical_task
 from core.turn import Turn, chat_log, record, states
 from core.types import (

@@ -15,8 +15,9 @@ from core.execution import TaskOutcome
 from core.mediatypes import inspect_attachment, sniff
 from core.planning import PlannedTask
 from core.results import Blob
+from core.store.handles import allocate_handle
 from core.store.media import MediaStore
-from core.store.repo import History, allocate_handle
+from core.store.repo import History
 from core.types import Request, Resource, TaskRecord, TaskState, Usage
 
 # Short handles for generated files, named for the task that made them.

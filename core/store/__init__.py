@@ -5,8 +5,9 @@ root, ``await db.upgrade()`` once, and talk to them through :class:`Repo`.
 """
 
 from core.store.db import Database, alembic_config
+from core.store.handles import allocate_handle
 from core.store.media import MediaStore
-from core.store.repo import History, HistoryTurn, Repo, TurnRecord, allocate_handle
+from core.store.repo import History, HistoryTurn, Repo, TurnRecord
 
 __all__ = [
     "Database",

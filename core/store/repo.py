@@ -13,9 +13,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-import re
 import time
-import unicodedata
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,13 +27,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import StoreUnavailable
 from core.store.db import DB_ERRORS, Database, describe_db_error
+from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
 
 log = logging.getLogger(__name__)
 
-MAX_HANDLE = 64
 EVENT_TTL = timedelta(days=1)
 PRUNE_EVERY = 3600.0  # seconds between prunes of processed_events, per process
 SAVE_ATTEMPTS = 3  # a handle clash with a concurrent writer is retried this often
@@ -61,40 +59,6 @@ class TurnRecord:
     request: Request
     uploads: tuple[Resource, ...]  # the user's attachments, already in media, handles allocated
     reply: Reply  # text, generated files (Resources), task records
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_EXT = 10
-
-
-def _sanitize(wanted: str) -> tuple[str, str]:
-    """(stem, ".ext" or "") of a safe basename for ``wanted``."""
-    name = unicodedata.normalize("NFKD", wanted).encode("ascii", "ignore").decode()
-    name = re.split(r"[\\/]", name)[-1]
-    name = "".join(ch for ch in name if ch.isprintable())
-    stem, dot, ext = name.rpartition(".")
-    if not dot:
-        stem, ext = name, ""
-    ext = _UNSAFE.sub("", ext)[:_MAX_EXT]
-    stem = _UNSAFE.sub("_", stem).strip("._-")
-    return (stem or "file"), (f".{ext}" if ext else "")
-
-
-def allocate_handle(taken: set[str], wanted: str) -> str:
-    """A safe, unused handle for a file the user called ``wanted``.
-
-    Basename only, ``[A-Za-z0-9._-]``, at most 64 characters, extension kept,
-    empty → ``file``; on a clash ``photo.png`` → ``photo-2.png`` → ``photo-3.png``.
-    Does not add the result to ``taken``.
-    """
-    stem, ext = _sanitize(wanted)
-    n = 1
-    while True:
-        suffix = "" if n == 1 else f"-{n}"
-        handle = stem[: MAX_HANDLE - len(ext) - len(suffix)] + suffix + ext
-        if handle not in taken:
-            return handle
-        n += 1
 
 
 def _json_safe(value: Any) -> Any:
