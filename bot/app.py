@@ -26,16 +26,21 @@ from core.store.repo import Repo
 log = logging.getLogger(__name__)
 
 
-def llm_from_settings(settings: Settings) -> LLM:
-    """The LLM client, or a ConfigError naming the variable to set."""
+def llm_key(settings: Settings) -> str:
+    """The API key to send, or a ConfigError naming the variable to set."""
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    if not key:
-        if not settings.openai_base_url:
-            raise ConfigError(
-                "No language model configured: set OPENAI_API_KEY "
-                "(or OPENAI_BASE_URL for a local OpenAI-compatible server such as Ollama)."
-            )
-        key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) ignore the key
+    if key:
+        return key
+    if not settings.openai_base_url:
+        raise ConfigError(
+            "No language model configured: set OPENAI_API_KEY "
+            "(or OPENAI_BASE_URL for a local OpenAI-compatible server such as Ollama)."
+        )
+    return "not-needed"  # local servers (vLLM, Ollama, llama.cpp) ignore the key
+
+
+def llm_from_settings(settings: Settings) -> LLM:
+    key = llm_key(settings)
     return LLM(
         api_key=key,
         base_url=settings.openai_base_url,

@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bot.app import open_agent, open_store, router_from_settings
+from bot.app import llm_key, open_agent, open_store, router_from_settings
 from bot.settings import Settings
 from core.catalog import Catalog
 from core.errors import ConfigError
@@ -57,6 +57,7 @@ def _targets(target: str, settings: Settings) -> list[str]:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
+    llm_key(settings)  # fail first, in one line, when no LLM is configured
     targets = _targets(args.target, settings)
     if targets == ["cli"]:
         if args.target == "auto":

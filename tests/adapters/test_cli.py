@@ -251,3 +251,9 @@ async def test_doctor_checks_each_service(
     assert code == 1
     assert "BAD llm" in out and "could not be reached" in out
     assert "sk-test-cli" not in out + err
+
+
+async def test_run_without_llm_key_says_which_variable(tmp_path: Path) -> None:
+    code, out, err = await run_bot("run", env=base_env(tmp_path), cwd=tmp_path)
+    assert code == 2
+    assert err.strip().splitlines() == [err.strip()] and "OPENAI_API_KEY" in err
