@@ -60,6 +60,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         max_attachment_bytes=settings.max_attachment_bytes,
         max_image_pixels=settings.max_image_pixels,
         history_turns=settings.history_turns,
+        requests_per_user_per_minute=settings.requests_per_user_per_minute,
     )
 
 

@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     max_concurrent_tasks: int = 4
     task_timeout: float = 120.0
     max_tasks_per_plan: int = 10
+    requests_per_user_per_minute: int = 20  # 0 turns the per-user limit off
 
     # --- limits on input ---
     max_attachment_bytes: int = 25 * 1024 * 1024

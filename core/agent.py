@@ -28,6 +28,7 @@ from core.planning import (
     parse_plan,
     reask_messages,
 )
+from core.ratelimit import RateLimiter
 from core.response import fallback_answer, generate_response
 from core.results import Blob, TaskResult
 from core.routing import ExpertRouter
@@ -73,6 +74,7 @@ class AgentConfig:
     max_image_pixels: int = 40_000_000
     history_turns: int = 10
     max_attachments: int = 10
+    requests_per_user_per_minute: int = 20  # 0: no limit
     max_request_chars: int = 20_000
 
 
@@ -93,6 +95,7 @@ class Agent:
         self.repo = repo
         self.media = media
         self.config = config or AgentConfig()
+        self.limiter = RateLimiter(self.config.requests_per_user_per_minute)
         self.executor = Executor(
             router, concurrency=self.config.concurrency, timeout=self.config.task_timeout
         )
@@ -220,6 +223,12 @@ class Agent:
             )
         if not req.text.strip() and not req.attachments:
             raise InputRejected("Your message is empty: tell me what you would like me to do.")
+        wait = self.limiter.check(f"{req.conversation.platform}:{req.user_id}")
+        if wait:
+            raise InputRejected(
+                f"You are sending requests faster than I can work on them; try again in "
+                f"{max(1, round(wait))} s."
+            )
 
     async def _run(self, turn: Turn, emit: ProgressSink) -> Reply:
         req = turn.request

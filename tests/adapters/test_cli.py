@@ -254,6 +254,6 @@ async def test_doctor_checks_each_service(
 
 
 async def test_run_without_llm_key_says_which_variable(tmp_path: Path) -> None:
-    code, out, err = await run_bot("run", env=base_env(tmp_path), cwd=tmp_path)
+    code, _out, err = await run_bot("run", env=base_env(tmp_path), cwd=tmp_path)
     assert code == 2
     assert err.strip().splitlines() == [err.strip()] and "OPENAI_API_KEY" in err

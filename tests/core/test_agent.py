@@ -429,3 +429,20 @@ async def test_requests_in_one_conversation_queue_and_say_so(agent_env: AgentEnv
     assert "Waiting for the previous request" in seen[0].detail
     history = await env.agent.repo.load_history(KEY)
     assert [t.text for t in history.turns if t.role == "user"] == ["one", "two"]
+
+
+async def test_per_user_rate_limit(agent_env: AgentEnv) -> None:
+    from core.ratelimit import RateLimiter
+
+    env = agent_env
+    now = [1000.0]
+    env.agent.limiter = RateLimiter(2, clock=lambda: now[0])
+    assert not (await env.agent.handle(req("one"))).error
+    assert not (await env.agent.handle(req("two"))).error
+    third = await env.agent.handle(req("three"))
+    assert third.error and "try again in 60 s" in third.text
+    other = Request(KEY, "someone-else", "hi")
+    assert not (await env.agent.handle(other)).error  # the budget is per user
+    now[0] += 61
+    assert not (await env.agent.handle(req("four"))).error
+    assert len(env.llm.calls("plan")) == 4  # the refused one cost no LLM call

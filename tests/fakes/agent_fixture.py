@@ -67,6 +67,7 @@ def make_settings(tmp_path: Path, llm: FakeLLM, hf: FakeHF, **overrides: Any) ->
         "database_url": f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
         "media_dir": tmp_path / "media",
         "task_timeout": 5.0,
+        "requests_per_user_per_minute": 0,  # tests and benchmarks send many in a row
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
