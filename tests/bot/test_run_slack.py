@@ -110,9 +110,9 @@ async def test_run_slack_answers_a_mention_in_its_thread(
             raise
     assert answers[0].args["thread_ts"] == "1700000000.000100"
     assert answers[0].args["text"].count("*your fox*") == 1  # markdown → mrkdwn
-    assert slack_fake.uploaded()[0].data == sample_png()
-    assert uploads[0].args.get(
-        "thread_ts"
-    ) == "1700000000.000100" or "1700000000.000100" in json.dumps(uploads[0].args)
+    (upload,) = slack_fake.uploaded()
+    assert upload.data == sample_png()  # the generated image, byte for byte
+    assert (upload.channel, upload.thread_ts) == ("C0CHAN", "1700000000.000100")
+    assert len(uploads) == 1
     assert len(hf_fake.calls_for(model_a("text-to-image"))) == 1
     assert "Traceback" not in err.decode()
