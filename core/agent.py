@@ -36,7 +36,6 @@ from core.selection import Selection, select_models
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History, Repo, TurnRecord
-from core.tasks import canonical_task
 from core.turn import Turn, chat_log, record, states
 from core.types import (
     ConversationKey,
@@ -184,22 +183,7 @@ class Agent:
         return await self.repo.forget(conversation, user_id)
 
     def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
-        names = [canonical_task(task)] if task else self.catalog.tasks()
-        out: dict[str, list[ModelChoice]] = {}
-        for name in names:
-            if not name:
-                continue
-            out[name] = [
-                ModelChoice(
-                    m.id,
-                    m.task,
-                    m.downloads,
-                    m.description,
-                    ",".join(b.name for b in self.router.backends_for(name, m)) or None,
-                )
-                for m in self.catalog.candidates(name, self.config.top_k)
-            ]
-        return out
+        return self.router.choices(self.catalog, task, self.config.top_k)
 
     async def claim_event(self, source: str, event_id: str) -> bool:
         return await self.repo.claim_event(source, event_id)

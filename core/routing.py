@@ -16,7 +16,8 @@ from typing import Literal
 
 from core.catalog import Catalog, ModelInfo
 from core.experts.base import Expert
-from core.tasks import TASKS
+from core.tasks import TASKS, canonical_task
+from core.types import ModelChoice
 
 Mode = Literal["remote", "local", "hybrid"]
 
@@ -72,6 +73,25 @@ class ExpertRouter:
             names = sorted({b.name for m in usable for b in self.backends_for(task, m)})
             out.append(TaskAvailability(task, tuple(names), tuple(m.id for m in usable)))
         return out
+
+    def choices(self, catalog: Catalog, task: str | None, k: int) -> dict[str, list[ModelChoice]]:
+        """The top ``k`` candidates per task (one task when named, by name or
+        alias), each with the backends that would run it."""
+        names = [canonical_task(task)] if task else catalog.tasks()
+        return {
+            name: [
+                ModelChoice(
+                    m.id,
+                    m.task,
+                    m.downloads,
+                    m.description,
+                    ",".join(b.name for b in self.backends_for(name, m)) or None,
+                )
+                for m in catalog.candidates(name, k)
+            ]
+            for name in names
+            if name
+        }
 
     def runnable_tasks(self, catalog: Catalog) -> list[str]:
         return [a.task for a in self.availability(catalog) if a.backends]
