@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     discord_denied_channels: IntList = []
     discord_allowed_roles: IntList = []
     discord_denied_roles: IntList = []
+    discord_api_base: str | None = None  # REST API base override (self-hosted proxy, tests)
 
     # --- Slack ---
     slack_bot_token: SecretStr | None = None

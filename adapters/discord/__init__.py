@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from adapters.discord.client import DiscordBot, invite_url
+from adapters.discord.client import DiscordBot, api_base, invite_url
 from adapters.discord.config import DiscordConfig
 from core.types import AgentAPI
 
@@ -27,8 +27,9 @@ async def run_discord(agent: AgentAPI, settings: Settings) -> None:
     """Serve Discord until cancelled (the client is closed on the way out)."""
     config = DiscordConfig.from_settings(settings)
     token = config.require_token()
-    async with DiscordBot(agent, config) as client:
-        await client.start(token)
+    with api_base(config.api_base):
+        async with DiscordBot(agent, config) as client:
+            await client.start(token)
 
 
 async def sync_commands(settings: Settings) -> None:
@@ -36,9 +37,10 @@ async def sync_commands(settings: Settings) -> None:
     appear everywhere; use DISCORD_DEV_GUILD_IDS for instant per-guild sync)."""
     config = DiscordConfig.from_settings(settings)
     token = config.require_token()
-    async with DiscordBot(None, config, sync_dev_guilds=False) as client:
-        await client.login(token)
-        synced = await client.tree.sync()
-        names = ", ".join(f"/{c.name}" for c in synced)
-        log.info("synced %d global commands: %s", len(synced), names)
-        print(f"Synced {len(synced)} global commands: {names}", flush=True)
+    with api_base(config.api_base):
+        async with DiscordBot(None, config, sync_dev_guilds=False) as client:
+            await client.login(token)
+            synced = await client.tree.sync()
+    names = ", ".join(f"/{c.name}" for c in synced)
+    log.info("synced %d global commands: %s", len(synced), names)
+    print(f"Synced {len(synced)} global commands: {names}", flush=True)

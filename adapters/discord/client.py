@@ -10,10 +10,14 @@ separate, explicit step (``python -m bot discord sync``).  The client is an
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import aiohttp
 import discord
+import discord.http
 
 from adapters.discord.commands import BotTree, install
 from adapters.discord.config import DiscordConfig
@@ -34,6 +38,31 @@ PERMISSIONS = discord.Permissions(
     use_application_commands=True,
 )
 SCOPES = ("bot", "applications.commands")
+
+
+@contextmanager
+def api_base(base: str | None) -> Iterator[None]:
+    """Send discord.py's REST calls to ``base`` (``http://host:port``) for the block.
+
+    ``Route.BASE`` is a class attribute read as each route is built, and it also
+    carries webhooks (interaction follow-ups) and the ``/gateway/bot`` lookup that
+    names the websocket URL, so one assignment moves the whole client.  It is set
+    around the client's life, never at import, and restored after.  (With
+    ``DISCORD_SHARD_COUNT`` set, discord.py skips that lookup and connects to its
+    default gateway.)
+    """
+    if not base:
+        yield
+        return
+    base = base.rstrip("/")
+    if not re.search(r"/api/v\d+$", base):
+        base = f"{base}/api/v10"
+    old = discord.http.Route.BASE
+    discord.http.Route.BASE = base
+    try:
+        yield
+    finally:
+        discord.http.Route.BASE = old
 
 
 def invite_url(application_id: int) -> str:

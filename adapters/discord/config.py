@@ -40,6 +40,9 @@ class DiscordConfig:
     # The status message is edited at most once per this many seconds.
     status_interval: float = 1.0
     dm_filesize_limit: int = DM_FILESIZE_LIMIT
+    # Where the REST API lives when not at discord.com (a self-hosted proxy, a
+    # test fake): ``http://host:port``; ``/api/v10`` is appended.
+    api_base: str | None = None
 
     def __post_init__(self) -> None:
         if self.shard_ids is not None and self.shard_count is None:
@@ -70,6 +73,7 @@ class DiscordConfig:
                 denied_roles=frozenset(settings.discord_denied_roles),
             ),
             max_attachment_bytes=settings.max_attachment_bytes,
+            api_base=settings.discord_api_base,
         )
 
     def require_token(self) -> str:

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import aiohttp
 
 from tests.fakes.agent_fixture import model_a, serve_all, write_test_catalog
 from tests.fakes.hf_fake import FakeHF
+from tests.fakes.loopback import free_port, wait_listening
 from tests.fakes.openai_fake import FakeLLM
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import (
@@ -28,29 +28,6 @@ from tests.fakes.slack_fake import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def wait_listening(port: int, proc: asyncio.subprocess.Process, within: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if proc.returncode is not None:
-            raise AssertionError(f"the bot exited with {proc.returncode}")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)  # nothing to await on: the port is in another process
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise AssertionError("the bot never started listening")
 
 
 async def test_run_slack_answers_a_mention_in_its_thread(

@@ -9,6 +9,12 @@ typing, and command syncs.  Every request is recorded as a
 :class:`DiscordCall` with its JSON body and multipart files, and tests wait
 for calls with :meth:`FakeDiscord.wait_for` (no sleeps).
 
+It also plays the gateway (``fake.gateway``, a
+:class:`~tests.fakes.discord_gateway.FakeGateway`): ``GET /gateway/bot`` names
+its websocket, so a bot started with ``start()`` (e.g. ``python -m bot run
+discord`` with ``DISCORD_API_BASE``) connects, identifies and gets READY, and
+:meth:`FakeDiscord.dispatch` sends it events such as INTERACTION_CREATE.
+
 It also plays Discord's CDN: :meth:`FakeDiscord.attachment` stores bytes under
 ``/cdn/…`` and returns the attachment payload pointing there.  Payload
 builders (:meth:`FakeDiscord.interaction`, :meth:`FakeDiscord.message`, …)
@@ -40,6 +46,8 @@ import discord.utils
 import pytest
 from aiohttp import web
 
+from tests.fakes.discord_gateway import PATH as GATEWAY_PATH
+from tests.fakes.discord_gateway import FakeGateway
 from tests.fakes.loopback import serve
 
 APP_ID = 900000000000000001
@@ -121,6 +129,7 @@ class FakeDiscord:
             "flags": 0,
             "mfa_enabled": False,
         }
+        self.gateway = FakeGateway(self, APP_ID)
 
     # -- test API --------------------------------------------------------
 
@@ -148,6 +157,10 @@ class FakeDiscord:
     async def wait_until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
         async with self._cond:
             await asyncio.wait_for(self._cond.wait_for(predicate), within)
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> int:
+        """Send a gateway event (op 0) to the connected bot; its sequence number."""
+        return await self.gateway.dispatch(event, data)
 
     def fail(self, method: str, pattern: str, status: int, code: int = 0, times: int = 1) -> None:
         """Answer the next ``times`` matching calls with a Discord error."""
@@ -499,6 +512,8 @@ class FakeDiscord:
                     "team": None,
                 }
             )
+        if m == "GET" and path in ("/gateway", "/gateway/bot"):
+            return _json(self.gateway.info())
         if match := re.fullmatch(r"/interactions/(\d+)/([^/]+)/callback", path):
             kind = int((call.json or {}).get("type", 0))
             flags = int(((call.json or {}).get("data") or {}).get("flags") or 0)
@@ -566,6 +581,7 @@ async def make_discord_fake() -> AsyncIterator[FakeDiscord]:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", API + "/{tail:.*}", fake.handle_api)
     app.router.add_get("/cdn/{key:.*}", fake.handle_cdn)
+    app.router.add_get(GATEWAY_PATH, fake.gateway.handle_ws)
     old_base = discord.http.Route.BASE
     async with serve(app) as base_url:
         fake.base_url = base_url
@@ -574,6 +590,7 @@ async def make_discord_fake() -> AsyncIterator[FakeDiscord]:
             yield fake
         finally:
             discord.http.Route.BASE = old_base
+            await fake.gateway.close()
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ cannot hold teardown for aiohttp's default 60 s.
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,3 +26,26 @@ async def serve(app: web.Application) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_listening(port: int, proc: asyncio.subprocess.Process, within: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        if proc.returncode is not None:
+            raise AssertionError(f"the bot exited with {proc.returncode}")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)  # nothing to await on: the port is in another process
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    raise AssertionError("the bot never started listening")
