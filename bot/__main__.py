@@ -44,7 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--conversation", default="default", metavar="NAME")
 
     db = sub.add_parser("db", help="database commands")
-    db.add_argument("action", choices=["upgrade"])
+    db.add_argument(
+        "action",
+        choices=["upgrade", "prune-media"],
+        help="upgrade: apply migrations; prune-media: delete files no conversation uses",
+    )
 
     models = sub.add_parser("models", help="model catalog commands")
     models.add_argument("action", choices=["list", "refresh"])

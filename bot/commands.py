@@ -87,8 +87,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def db(args: argparse.Namespace, settings: Settings) -> int:
-    async with open_store(settings):
-        pass
+    async with open_store(settings) as (_db, repo, _media):
+        if args.action == "prune-media":
+            removed, freed = await repo.prune_media()
+            print(
+                f"removed {removed} unused files ({freed / 1e6:.1f} MB) from {settings.media_dir}"
+            )
+            return 0
     print(f"database at {settings.database_url.split('@')[-1]} is at the latest revision")
     return 0
 

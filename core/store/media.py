@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 _EXT = re.compile(r"[^a-z0-9]")
@@ -75,3 +76,30 @@ class MediaStore:
         if resolved == self.root or not resolved.is_relative_to(self.root):
             raise ValueError(f"{path} is not inside the media root {self.root}")
         return resolved.relative_to(self.root).as_posix()
+
+    async def prune(self, keep: set[str], *, older_than: float = 3600.0) -> tuple[int, int]:
+        """Delete stored files whose relative path is not in ``keep``.
+
+        Only files older than ``older_than`` seconds go: a turn writes its
+        files before its database rows, so a fresh unreferenced file may
+        belong to a turn still running.  Returns (files removed, bytes freed).
+        """
+        return await asyncio.to_thread(self._prune, keep, older_than)
+
+    def _prune(self, keep: set[str], older_than: float) -> tuple[int, int]:
+        if not self.root.is_dir():
+            return 0, 0
+        cutoff = time.time() - older_than
+        removed = freed = 0
+        for path in self.root.glob("*/*/*"):
+            if not path.is_file() or path.name.startswith(".tmp-"):
+                continue
+            rel = path.relative_to(self.root).as_posix()
+            st = path.stat()
+            if rel in keep or st.st_mtime > cutoff:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+                freed += st.st_size
+        return removed, freed

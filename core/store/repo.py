@@ -213,6 +213,15 @@ class Repo:
         )
         return set(rows.all())
 
+    async def stored_paths(self) -> set[str]:
+        """Every media path a resource row still points at (for pruning)."""
+        async with self._session("list stored files") as s:
+            return set((await s.scalars(sa.select(ResourceRow.storage_path))).all())
+
+    async def prune_media(self, *, older_than: float = 3600.0) -> tuple[int, int]:
+        """Remove media files no conversation refers to any more (after /forget)."""
+        return await self.media.prune(await self.stored_paths(), older_than=older_than)
+
     async def read(self, resource: Resource) -> bytes:
         """The bytes of a stored resource, through the media store only
         (ValueError if its path is not inside the media root)."""

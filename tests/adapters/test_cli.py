@@ -170,6 +170,9 @@ async def test_db_upgrade_and_models_list(tmp_path: Path) -> None:
     code, out, err = await run_bot("db", "upgrade", env=env, cwd=tmp_path)
     assert code == 0, err
     assert (tmp_path / "bot.db").is_file()
+    code, out, err = await run_bot("db", "prune-media", env=env, cwd=tmp_path)
+    assert code == 0, err
+    assert out.startswith("removed 0 unused files")
     code, out, err = await run_bot("models", "list", env=env, cwd=tmp_path)
     assert code == 0, err
     lines = out.splitlines()

@@ -1,0 +1,39 @@
+"""Pruning media files nothing refers to any more (after /forget)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from core.store import MediaStore, Repo
+from core.types import ConversationKey
+from tests.core.store.builders import CHANNEL, stored, turn
+
+OTHER = ConversationKey("slack", "T1", "C1", None)
+
+
+def age(path: os.PathLike[str], seconds: float) -> None:
+    old = time.time() - seconds
+    os.utime(path, (old, old))
+
+
+async def test_prune_keeps_referenced_and_fresh_files(repo: Repo, media_store: MediaStore) -> None:
+    shared = await stored(media_store, "a.png", b"same bytes")
+    mine = await stored(media_store, "b.png", b"only mine")
+    await repo.save_turn(turn(CHANNEL, "q", "a", uploads=(shared, mine)))
+    twin = await stored(media_store, "a-copy.png", b"same bytes")  # same content → same file
+    await repo.save_turn(turn(OTHER, "q", "a", uploads=(twin,)))
+    fresh_orphan = await stored(media_store, "c.png", b"in flight, not saved yet")
+    for r in (shared, mine, fresh_orphan):
+        age(r.path, 7200)
+    age(fresh_orphan.path, 10)  # written moments ago by a turn still running
+
+    await repo.forget(CHANNEL)
+    removed, freed = await repo.prune_media(older_than=3600)
+
+    assert (removed, freed) == (1, len(b"only mine"))
+    assert not mine.path.exists()
+    assert shared.path.exists()  # still used by the other conversation
+    assert fresh_orphan.path.exists()
+    assert await repo.read(twin) == b"same bytes"
+    assert await repo.prune_media(older_than=3600) == (0, 0)
