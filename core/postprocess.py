@@ -4,7 +4,8 @@ Object detection gets its boxes drawn on the input image and segmentation
 gets a coloured mask overlay, each as a new image a later task or turn can
 use; :func:`depth_result` makes a colour depth map (the backends call it:
 a depth map has no structured form worth keeping).  Audio a model returns as
-WAV/FLAC/raw is re-encoded to OGG/Opus so it plays on phones.  Runs in a
+WAV/FLAC/raw is re-encoded to OGG/Opus and video that is not MP4 to MP4
+(H.264), so both play on phones.  Runs in a
 worker thread (Pillow and codec work is CPU-bound).
 """
 
@@ -19,16 +20,18 @@ import numpy as np
 from PIL import Image
 
 from core.results import Blob, TaskInputs, TaskResult
-from core.tasks import AUDIO, IMAGE
+from core.tasks import AUDIO, IMAGE, VIDEO
 
 log = logging.getLogger(__name__)
 
 # Audio types that play in chat apps on phones as they are.
+MAX_VIDEO_OUT_FRAMES = 480  # a minute at 8 fps: generated clips are far shorter
 PLAYABLE_AUDIO = {"audio/ogg", "audio/mpeg", "audio/mp3", "audio/mp4", "audio/aac"}
 
 
 def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
     result = _transcode_audio(result)
+    result = _transcode_video(result)
     if result.media_of(IMAGE) is not None or inputs.image is None:
         return result
     try:
@@ -86,5 +89,23 @@ def _transcode_audio(result: TaskResult) -> TaskResult:
                 m = Blob(AUDIO, mime, data, m.handle)
             except Exception:  # keep the original: a WAV still beats nothing
                 log.exception("re-encoding %s audio failed", m.mime)
+        out.append(m)
+    return replace(result, media=tuple(out))
+
+
+def _transcode_video(result: TaskResult) -> TaskResult:
+    """A model's GIF/WebM/… video becomes MP4 (H.264), which every client plays."""
+    if not any(m.kind == VIDEO and m.mime != "video/mp4" for m in result.media):
+        return result
+    from core.experts.video import decode_video_frames, encode_video
+
+    out: list[Blob] = []
+    for m in result.media:
+        if m.kind == VIDEO and m.mime != "video/mp4":
+            try:
+                frames = decode_video_frames(m.data, num_frames=MAX_VIDEO_OUT_FRAMES, size=None)
+                m = Blob(VIDEO, "video/mp4", encode_video(frames, fps=8), m.handle)
+            except Exception:  # keep the original: the user can still download it
+                log.exception("re-encoding %s video failed", m.mime)
         out.append(m)
     return replace(result, media=tuple(out))

@@ -446,3 +446,24 @@ async def test_per_user_rate_limit(agent_env: AgentEnv) -> None:
     now[0] += 61
     assert not (await env.agent.handle(req("four"))).error
     assert len(env.llm.calls("plan")) == 4  # the refused one cost no LLM call
+
+
+async def test_generated_gif_video_is_reencoded_to_mp4(agent_env: AgentEnv) -> None:
+    import io
+
+    from PIL import Image
+
+    from core.experts.video import decode_video_frames
+
+    frames = [Image.new("RGB", (32, 32), (i * 40, 0, 0)) for i in range(6)]
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=125)
+    env = agent_env
+    env.hf.serve(
+        model_a("text-to-video"), "text-to-video", buf.getvalue(), content_type="image/gif"
+    )
+    env.llm.reply("plan", plan(step(0, "text-to-video", text="a red pulse")))
+    reply = await env.agent.handle(req("make a video"))
+    (video,) = reply.files
+    assert (video.kind, video.mime, video.handle) == ("video", "video/mp4", "video.mp4")
+    assert len(decode_video_frames(video.path.read_bytes(), num_frames=100, size=None)) == 6
