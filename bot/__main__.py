@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -87,7 +89,17 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         "discord": commands.discord,
         "doctor": commands.doctor,
     }
-    return await handlers[args.command](args, settings)
+    # SIGTERM (systemd, Docker, Kubernetes) stops the bot like Ctrl-C does:
+    # cancel the work so every `async with` closes (DB, HTTP clients, sockets).
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, lambda: me.cancel() if me else None)
+    try:
+        return await handlers[args.command](args, settings)
+    except asyncio.CancelledError:
+        log.info("stopped by SIGTERM")
+        return 143
 
 
 def main(argv: Sequence[str] | None = None) -> int:

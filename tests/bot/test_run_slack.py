@@ -79,7 +79,7 @@ async def test_run_slack_answers_a_mention_in_its_thread(
             "chat.postMessage", where=lambda c: "your fox" in str(c.args.get("text")), within=30
         )
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # how systemd/Docker stop it
         try:
             _, err = await asyncio.wait_for(proc.communicate(), 15)
         except TimeoutError:
@@ -93,3 +93,4 @@ async def test_run_slack_answers_a_mention_in_its_thread(
     assert len(uploads) == 1
     assert len(hf_fake.calls_for(model_a("text-to-image"))) == 1
     assert "Traceback" not in err.decode()
+    assert proc.returncode == 143  # a clean stop on SIGTERM, not a kill
