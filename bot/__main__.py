@@ -93,11 +93,21 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     # cancel the work so every `async with` closes (DB, HTTP clients, sockets).
     loop = asyncio.get_running_loop()
     me = asyncio.current_task()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if me is not None:
+            me.cancel()
+
     with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, lambda: me.cancel() if me else None)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         return await handlers[args.command](args, settings)
     except asyncio.CancelledError:
+        if not terminated:
+            raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt (exit 130)
         log.info("stopped by SIGTERM")
         return 143
 
