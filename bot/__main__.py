@@ -79,9 +79,11 @@ def _setup_logging(settings: Settings, command: str) -> None:
 
 async def _main(args: argparse.Namespace, settings: Settings) -> int:
     from bot import commands
+    from bot.lifecycle import Lifecycle
 
+    lifecycle = Lifecycle()
     handlers: dict[str, Callable[[argparse.Namespace, Settings], Awaitable[int]]] = {
-        "run": commands.run,
+        "run": lambda a, s: commands.run(a, s, lifecycle),
         "ask": commands.ask,
         "chat": commands.chat,
         "db": commands.db,
@@ -93,20 +95,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     # cancel the work so every `async with` closes (DB, HTTP clients, sockets).
     loop = asyncio.get_running_loop()
     me = asyncio.current_task()
-    terminated = False
-
-    def on_sigterm() -> None:
-        nonlocal terminated
-        terminated = True
-        if me is not None:
-            me.cancel()
-
+    assert me is not None
     with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        loop.add_signal_handler(signal.SIGTERM, lambda: lifecycle.terminate(me))
     try:
         return await handlers[args.command](args, settings)
     except asyncio.CancelledError:
-        if not terminated:
+        if not lifecycle.terminated:
             raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt (exit 130)
         log.info("stopped by SIGTERM")
         return 143

@@ -13,8 +13,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from urllib.parse import urlsplit
 
 from bot.settings import Settings
-from core.agent import Agent, AgentConfig
+from core.agent import Agent
 from core.catalog import Catalog
+from core.config import AgentConfig
 from core.errors import ConfigError
 from core.experts.remote import RemoteExpert
 from core.llm import LLM

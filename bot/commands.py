@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from bot.app import llm_key, open_agent, open_store, router_from_settings
+from bot.lifecycle import Lifecycle
 from bot.settings import Settings
 from core.catalog import Catalog
 from core.errors import ConfigError
@@ -56,7 +57,7 @@ def _targets(target: str, settings: Settings) -> list[str]:
     return found or ["cli"]
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> int:
+async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle) -> int:
     llm_key(settings)  # fail first, in one line, when no LLM is configured
     targets = _targets(args.target, settings)
     if targets == ["cli"]:
@@ -71,6 +72,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     if "slack" in targets and not settings.slack_bot_token:
         raise ConfigError("Set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET).")
     async with open_agent(settings) as agent:
+
+        async def drain() -> None:
+            running = agent.begin_shutdown()
+            log.info("shutting down: finishing %d running request(s)", running)
+            if not await agent.drain(settings.shutdown_grace):
+                log.warning("shutdown: requests still running after %.0fs", settings.shutdown_grace)
+
+        lifecycle.before_stop(drain)
         runners = []
         if "discord" in targets:
             from adapters.discord import run_discord

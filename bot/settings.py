@@ -98,6 +98,7 @@ class Settings(BaseSettings):
     slack_http_port: int = 3000
     slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
 
+    shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
     log_level: str | None = None  # INFO for `run`, WARNING for the terminal commands
 
     @field_validator(

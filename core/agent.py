@@ -9,13 +9,15 @@ message fit for the user, plus a log line with the request id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 from core.catalog import Catalog, ModelInfo
+from core.config import RESTARTING, STORE_DOWN, AgentConfig
 from core.errors import InputRejected, PlanError, RunFailed, StoreUnavailable, TaskFailed
 from core.execution import Executor, TaskOutcome, with_handles
 from core.llm import LLM
@@ -56,26 +58,6 @@ from core.types import (
 
 log = logging.getLogger(__name__)
 
-STORE_DOWN = (
-    "I can't reach the conversation history database right now, so I can't work on this "
-    "safely. Please try again in a moment."
-)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
-    top_k: int = 5
-    selection: str = "llm"  # "llm" | "downloads"
-    concurrency: int = 4
-    task_timeout: float = 120.0
-    max_tasks: int = 10
-    max_attachment_bytes: int = 25 * 1024 * 1024
-    max_image_pixels: int = 40_000_000
-    history_turns: int = 10
-    max_attachments: int = 10
-    requests_per_user_per_minute: int = 20  # 0: no limit
-    max_request_chars: int = 20_000
-
 
 class Agent:
     def __init__(
@@ -98,6 +80,11 @@ class Agent:
         self.executor = Executor(
             router, concurrency=self.config.concurrency, timeout=self.config.task_timeout
         )
+        # Shutdown: stop taking requests, let the running ones finish (drain).
+        self._closing = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         # One turn at a time per conversation, so handles and history stay ordered.
         self._locks: weakref.WeakValueDictionary[ConversationKey, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -105,6 +92,40 @@ class Agent:
 
     # ------------------------------------------------------------------ API
     async def handle(self, request: Request, progress: ProgressSink | None = None) -> Reply:
+        if self._closing:
+            turn = Turn(request)
+            log.info("request %s refused: shutting down", request.request_id)
+            return await self._persist(turn, self._reply(turn, RESTARTING, (), error=True))
+        async with self.busy():
+            return await self._handle(request, progress)
+
+    @contextlib.asynccontextmanager
+    async def busy(self) -> AsyncIterator[None]:
+        """Mark work in progress that a shutdown must wait for; adapters wrap
+        a whole turn in it so posting the answer and files also finishes."""
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    def begin_shutdown(self) -> int:
+        """Refuse new requests from now on; returns how many are still running."""
+        self._closing = True
+        return self._inflight
+
+    async def drain(self, grace: float) -> bool:
+        """Wait until no request is running (True), or ``grace`` seconds passed (False)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _handle(self, request: Request, progress: ProgressSink | None) -> Reply:
         emit = _safe_sink(progress, request.request_id)
         lock = self._locks.setdefault(request.conversation, asyncio.Lock())
         if lock.locked():

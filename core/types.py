@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -211,4 +212,9 @@ class AgentAPI(Protocol):
 
     async def read_file(self, resource: Resource) -> bytes:
         """The bytes of a stored resource (for uploading replies)."""
+        ...
+
+    def busy(self) -> AbstractAsyncContextManager[None]:
+        """Wrap a whole turn (handle + posting the answer) so a graceful
+        shutdown waits for it."""
         ...

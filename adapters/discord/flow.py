@@ -75,7 +75,15 @@ def role_ids(user: object) -> tuple[int, ...]:
 async def run_request(
     agent: AgentAPI, surface: Surface, request: Request, config: DiscordConfig
 ) -> Reply | None:
-    """Run the agent, keep the status message current, post the answer."""
+    """Run the agent, keep the status message current, post the answer; a
+    graceful shutdown waits for all of it (``agent.busy``)."""
+    async with agent.busy():
+        return await _run_request(agent, surface, request, config)
+
+
+async def _run_request(
+    agent: AgentAPI, surface: Surface, request: Request, config: DiscordConfig
+) -> Reply | None:
     rid = request.request_id
     started = time.monotonic()
     status = StatusMessage(surface.edit_status, config.status_interval, rid)

@@ -62,6 +62,15 @@ class Incoming:
 async def run_turn(
     agent: AgentAPI, client: AsyncWebClient, config: SlackConfig, incoming: Incoming
 ) -> None:
+    """One mention or DM, from the status message to the uploaded files; a
+    graceful shutdown waits for all of it (``agent.busy``)."""
+    async with agent.busy():
+        await _run_turn(agent, client, config, incoming)
+
+
+async def _run_turn(
+    agent: AgentAPI, client: AsyncWebClient, config: SlackConfig, incoming: Incoming
+) -> None:
     request_id = new_request_id()
     started = time.monotonic()
     log.info(

@@ -30,6 +30,40 @@ from tests.fakes.slack_fake import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def bot_env(
+    tmp_path: Path, llm: FakeLLM, hf: FakeHF, slack: FakeSlack, port: int
+) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
+    }
+    env.update(
+        PYTHONPATH=str(ROOT),
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=llm.base_url,
+        HF_INFERENCE_URL=hf.base_url,
+        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
+        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
+        MEDIA_DIR=str(tmp_path / "media"),
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_HTTP_PORT=str(port),
+        SLACK_API_URL=slack.base_url,
+    )
+    return env
+
+
+async def post_event(port: int, event: dict[str, object]) -> None:
+    raw, headers = signed_request(event_body(event))
+    headers["Content-Type"] = "application/json"
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"http://127.0.0.1:{port}/slack/events", data=raw, headers=headers) as resp,
+    ):
+        assert resp.status == 200
+
+
 async def test_run_slack_answers_a_mention_in_its_thread(
     tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, slack_fake: FakeSlack
 ) -> None:
@@ -40,24 +74,7 @@ async def test_run_slack_answers_a_mention_in_its_thread(
     )
     llm_fake.reply("answer", "Here is **your fox**.")
     port = free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
-    }
-    env.update(
-        PYTHONPATH=str(ROOT),
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=llm_fake.base_url,
-        HF_INFERENCE_URL=hf_fake.base_url,
-        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
-        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
-        MEDIA_DIR=str(tmp_path / "media"),
-        SLACK_BOT_TOKEN=BOT_TOKEN,
-        SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_HTTP_PORT=str(port),
-        SLACK_API_URL=slack_fake.base_url,
-    )
+    env = bot_env(tmp_path, llm_fake, hf_fake, slack_fake, port)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "run", "slack",
         env=env, cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL,
@@ -65,15 +82,7 @@ async def test_run_slack_answers_a_mention_in_its_thread(
     )  # fmt: skip
     try:
         await wait_listening(port, proc)
-        raw, headers = signed_request(
-            event_body(mention_event("draw a fox", ts="1700000000.000100"))
-        )
-        headers["Content-Type"] = "application/json"
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(f"http://127.0.0.1:{port}/slack/events", data=raw, headers=headers) as resp,
-        ):
-            assert resp.status == 200
+        await post_event(port, mention_event("draw a fox", ts="1700000000.000100"))
         uploads = await slack_fake.wait_for("files.completeUploadExternal", within=30)
         answers = await slack_fake.wait_for(
             "chat.postMessage", where=lambda c: "your fox" in str(c.args.get("text")), within=30
@@ -94,3 +103,57 @@ async def test_run_slack_answers_a_mention_in_its_thread(
     assert len(hf_fake.calls_for(model_a("text-to-image"))) == 1
     assert "Traceback" not in err.decode()
     assert proc.returncode == 143  # a clean stop on SIGTERM, not a kill
+
+
+async def test_sigterm_finishes_running_requests_and_refuses_new_ones(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, slack_fake: FakeSlack
+) -> None:
+    serve_all(hf_fake)
+    hf_fake.serve(model_a("text-to-image"), "text-to-image", delay=1.5)  # a slow model
+    llm_fake.reply(
+        "plan",
+        json.dumps([{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}]),
+    )
+    llm_fake.reply("answer", "Here is your fox.")
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", "slack",
+        env=bot_env(tmp_path, llm_fake, hf_fake, slack_fake, port), cwd=tmp_path,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        await wait_listening(port, proc)
+        await post_event(port, mention_event("draw a fox", ts="1700000000.000200"))
+        await hf_fake_started(hf_fake)  # the request is mid-flight
+        proc.send_signal(signal.SIGTERM)
+        log = b""
+        while b"shutting down" not in log:  # the bot has seen the signal
+            log += await asyncio.wait_for(proc.stderr.readline(), 15)
+        await post_event(port, mention_event("and a cat", ts="1700000000.000300"))
+        refused = await slack_fake.wait_for(
+            "chat.postMessage", where=lambda c: "restarting" in str(c.args.get("text")), within=15
+        )
+        answered = await slack_fake.wait_for(
+            "chat.postMessage", where=lambda c: "your fox" in str(c.args.get("text")), within=15
+        )
+        rest = await asyncio.wait_for(proc.stderr.read(), 30)
+        await asyncio.wait_for(proc.wait(), 15)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert refused[0].args["thread_ts"] == "1700000000.000300"
+    assert answered[0].args["thread_ts"] == "1700000000.000200"
+    assert len(slack_fake.uploaded()) == 1  # the running request finished, file and all
+    assert proc.returncode == 143
+    assert b"Traceback" not in log + rest
+
+
+async def hf_fake_started(hf: FakeHF) -> None:
+    """Until the slow model has received its call (another process: poll)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 15
+    while not hf.calls_for(model_a("text-to-image")):
+        assert loop.time() < deadline, "the model was never called"
+        await asyncio.sleep(0.05)

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from core.config import RESTARTING
 from core.types import (
     Attachment,
     ConversationKey,
@@ -467,3 +468,27 @@ async def test_generated_gif_video_is_reencoded_to_mp4(agent_env: AgentEnv) -> N
     (video,) = reply.files
     assert (video.kind, video.mime, video.handle) == ("video", "video/mp4", "video.mp4")
     assert len(decode_video_frames(video.path.read_bytes(), num_frames=100, size=None)) == 6
+
+
+async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: AgentEnv) -> None:
+    env = agent_env
+    env.hf.serve(model_a("translation"), "translation", delay=0.5)
+    env.llm.reply("plan", plan(step(0, "translation", text="hi")))
+    started = asyncio.Event()
+
+    async def sink(p: Progress) -> None:
+        started.set()
+
+    running = asyncio.create_task(env.agent.handle(req("translate hi"), sink))
+    await started.wait()
+    assert env.agent.begin_shutdown() == 1
+    refused = await env.agent.handle(
+        Request(ConversationKey("cli", "local", "other"), "u2", "hello")
+    )
+    assert refused.error and "restarting" in refused.text
+    assert not await env.agent.drain(0.01)  # still running
+    assert await env.agent.drain(10)
+    assert running.done() and not running.result().error
+    # the refused message is in the history too: nothing the user sent is lost
+    other = await env.agent.repo.load_history(ConversationKey("cli", "local", "other"))
+    assert [(t.role, t.text) for t in other.turns] == [("user", "hello"), ("assistant", RESTARTING)]

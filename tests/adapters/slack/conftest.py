@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +70,9 @@ class SpyAgent:
 
     async def read_file(self, resource: Resource) -> bytes:
         return await self.inner.read_file(resource)
+
+    def busy(self) -> AbstractAsyncContextManager[None]:
+        return self.inner.busy()
 
     async def wait_claims(self, count: int, within: float = 10.0) -> list[tuple[str, bool]]:
         async with self._changed:

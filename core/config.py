@@ -1,0 +1,30 @@
+"""The agent's knobs and the fixed messages it answers with.
+
+``bot.app`` fills :class:`AgentConfig` from the settings; tests build it
+directly.  Defaults are what a laptop deployment wants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RESTARTING = "I'm restarting right now; please send that again in a minute."
+STORE_DOWN = (
+    "I can't reach the conversation history database right now, so I can't work on this "
+    "safely. Please try again in a moment."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    top_k: int = 5
+    selection: str = "llm"  # "llm" | "downloads"
+    concurrency: int = 4
+    task_timeout: float = 120.0
+    max_tasks: int = 10
+    max_attachment_bytes: int = 25 * 1024 * 1024
+    max_image_pixels: int = 40_000_000
+    history_turns: int = 10
+    max_attachments: int = 10
+    requests_per_user_per_minute: int = 20  # 0: no limit
+    max_request_chars: int = 20_000
