@@ -82,7 +82,8 @@ def build_response_messages(
     parts.append(f"The request:\n<request>\n{prompts.quote(request_text.strip())}\n</request>")
     if records:
         data = [record_json(r, max_result_chars) for r in records]
-        body = prompts.quote(json.dumps(data, ensure_ascii=False, indent=1))
+        # one compact JSON object per task: readable, and far fewer tokens than indented JSON
+        body = prompts.quote("\n".join(json.dumps(d, ensure_ascii=False) for d in data))
         parts.append(f"The tasks that ran for it:\n<results>\n{body}\n</results>")
     else:
         parts.append("No task ran: the request needs no model. Answer it yourself.")

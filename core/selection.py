@@ -134,7 +134,7 @@ def build_selection_messages(
     user = (
         f"The request:\n<request>\n{prompts.quote(request_text.strip())}\n</request>\n\n"
         f"The tasks and their candidate models:\n"
-        f"{prompts.quote(json.dumps(listing, ensure_ascii=False, indent=1))}\n\n"
+        f"{prompts.quote(chr(10).join(json.dumps(t, ensure_ascii=False) for t in listing))}\n\n"
         f"Answer with a JSON object with keys {ids}, each "
         '{"id": "<model id>", "reason": "<why>"}.'
     )

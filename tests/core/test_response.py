@@ -56,7 +56,7 @@ def _build(**kw: Any) -> list[dict[str, str]]:
 
 def _records_json(content: str) -> list[dict[str, Any]]:
     body = content.split("<results>\n", 1)[1].split("\n</results>", 1)[0]
-    data: list[dict[str, Any]] = json.loads(body)
+    data: list[dict[str, Any]] = [json.loads(line) for line in body.splitlines()]
     return data
 
 
