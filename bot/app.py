@@ -81,6 +81,7 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
             controlnet_base=settings.local_controlnet_base,
             diffusion_steps=settings.local_diffusion_steps,
             depth_model=settings.local_depth_model,
+            seg_model=settings.local_seg_model,
         )
     return ExpertRouter(settings.inference_mode, remote=remote, local=local)
 

@@ -53,8 +53,10 @@ class Settings(BaseSettings):
     # the Stable Diffusion base a bare ControlNet checkpoint is paired with (id or dir)
     local_controlnet_base: str = "stable-diffusion-v1-5/stable-diffusion-v1-5"
     local_diffusion_steps: int | None = None  # fewer steps = faster, rougher images
-    # the depth-estimation model (id or dir) that makes a depth ControlNet's control image
+    # the depth-estimation model (id or dir) that makes a depth/normal ControlNet's control image
     local_depth_model: str | None = None
+    # the segmentation model (id or dir) that makes a seg ControlNet's control image
+    local_seg_model: str | None = None
 
     # --- model selection ---
     model_catalog: Path | None = None

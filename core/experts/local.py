@@ -74,12 +74,14 @@ class LocalExpert:
         controlnet_base: str = DEFAULT_CONTROLNET_BASE,
         diffusion_steps: int | None = None,
         depth_model: str | None = None,
+        seg_model: str | None = None,
     ) -> None:
         self.models_dir = Path(models_dir).expanduser() if models_dir else None
         self.max_loaded = max(1, max_loaded)
         self.controlnet_base = controlnet_base
         self.diffusion_steps = diffusion_steps
         self.depth_model = depth_model or None  # id or directory, for depth ControlNets
+        self.seg_model = seg_model or None  # id or directory, for seg ControlNets
         self._device = device
         self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -194,6 +196,7 @@ class LocalExpert:
             controlnet_base=self.controlnet_base,
             steps=self.diffusion_steps,
             depth_model=self.depth_model,
+            seg_model=self.seg_model,
         )
         started = time.perf_counter()
         try:

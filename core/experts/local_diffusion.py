@@ -3,26 +3,36 @@ ControlNet and text-to-video.  Same contract as
 :mod:`core.experts.local_tasks`; diffusers and torch are imported inside the
 functions.
 
-A ControlNet is given the control image its name says it was trained on:
-canny edges (a numpy preprocessor, so no OpenCV is needed), or a depth map
-from the local depth-estimation model ``LoadContext.depth_model`` (the depth
-map is returned too, so people see what steered the drawing).  Other
-ControlNets, and depth ones when no depth model is set, get the photo as it is.
+A ControlNet is given the control image its name says it was trained on,
+made by :mod:`core.experts.local_control` (canny and scribble edges, depth and
+normal maps from ``LoadContext.depth_model``, segmentation maps from
+``LoadContext.seg_model``); except for canny, that image is returned after the
+drawing, so people see what steered it.  ControlNets whose preprocessor cannot
+run here get the photo as it is, and ``extra["control"]`` says so.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PIL import Image
 
 from core.errors import TaskFailed
+from core.experts.local_control import (
+    NEEDS_MODEL,
+    SHOWN,
+    canny,
+    control_image,
+    depth_control,
+    label,
+    missing_detector,
+    no_helper_model,
+    preprocessor,
+)
 from core.experts.local_tasks import (
     Adapter,
     LoadContext,
@@ -34,12 +44,7 @@ from core.experts.local_tasks import (
 from core.experts.video import encode_video
 from core.results import Blob, TaskInputs, TaskResult
 
-log = logging.getLogger(__name__)
-
-# Depth models whose output grows with distance; MiDaS-style ones (DPT, Depth
-# Anything's relative checkpoints) give inverse depth, near = large, which is
-# what depth ControlNets were trained on.
-_METRIC_DEPTH = ("glpn", "zoedepth", "depth_pro")
+__all__ = ["DIFFUSERS_ADAPTERS", "canny", "depth_control"]  # the last two from local_control
 
 
 @dataclass(slots=True)
@@ -108,114 +113,46 @@ def _run_i2i(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
     return TaskResult(media=(png_blob(out.images[0]),))
 
 
-def canny(im: Image.Image, low: float = 100.0, high: float = 200.0) -> Image.Image:
-    """Canny edges (white on black, RGB) with numpy only: blur, Sobel,
-    non-maximum suppression, double threshold and hysteresis, as OpenCV's
-    ``cv2.Canny(img, 100, 200)`` that ControlNet's canny models were trained on."""
-    g = np.asarray(im.convert("L"), dtype=np.float32)
-    k = np.array([1, 4, 6, 4, 1], dtype=np.float32) / 16
-    pad = np.pad(g, 2, mode="edge")
-    g = sum(k[i] * pad[:, i : i + g.shape[1]] for i in range(5))
-    g = sum(k[i] * g[i : i + pad.shape[0] - 4, :] for i in range(5))
-    p = np.pad(g, 1, mode="edge")
-    gx = (p[:-2, 2:] + 2 * p[1:-1, 2:] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[1:-1, :-2] + p[2:, :-2])
-    gy = (p[2:, :-2] + 2 * p[2:, 1:-1] + p[2:, 2:]) - (p[:-2, :-2] + 2 * p[:-2, 1:-1] + p[:-2, 2:])
-    mag = np.hypot(gx, gy)
-    angle = (np.rad2deg(np.arctan2(gy, gx)) + 180.0) % 180.0
-    m = np.pad(mag, 1)
-    h, w = mag.shape
-    nb = {  # the two neighbours along the gradient, per quantised direction
-        0: (m[1:-1, :-2], m[1:-1, 2:]),
-        45: (m[:-2, 2:], m[2:, :-2]),
-        90: (m[:-2, 1:-1], m[2:, 1:-1]),
-        135: (m[:-2, :-2], m[2:, 2:]),
-    }
-    q = (np.round(angle / 45.0) % 4 * 45).astype(int)
-    keep = np.zeros_like(mag, dtype=bool)
-    for d, (a, b) in nb.items():
-        keep |= (q == d) & (mag >= a) & (mag >= b)
-    mag = np.where(keep, mag, 0.0)
-    strong, weak = mag >= high, mag >= low
-    for _ in range(h * w):  # hysteresis: grow strong edges through weak ones
-        s = np.pad(strong, 1)
-        grown = weak & (
-            s[:-2, :-2]
-            | s[:-2, 1:-1]
-            | s[:-2, 2:]
-            | s[1:-1, :-2]
-            | s[1:-1, 2:]
-            | s[2:, :-2]
-            | s[2:, 1:-1]
-            | s[2:, 2:]
-            | strong
-        )
-        if (grown == strong).all():
-            break
-        strong = grown
-    edges = (strong * 255).astype(np.uint8)
-    return Image.fromarray(np.stack([edges] * 3, axis=-1), mode="RGB")
-
-
-def _preprocessor(name: str) -> str:
-    """Which control image a ControlNet expects, from its name."""
-    lowered = name.lower()
-    if "canny" in lowered:
-        return "canny"
-    return "depth" if "depth" in lowered else "none"
-
-
 def _model_name(path: Path) -> str:
     """The name a model directory goes by: its own, or for a Hub cache snapshot
     (``models--owner--name/snapshots/<commit>``) the cache folder's."""
     return path.parent.parent.name if path.parent.name == "snapshots" else path.name
 
 
-def _depth_dir(ref: str, ctx: LoadContext) -> Path:
-    """Where the depth model a depth ControlNet's control image comes from is."""
+_preprocessor = preprocessor  # the name earlier callers import
+
+
+def _helper_dir(kind: str, ref: str, ctx: LoadContext) -> Path:
+    """Where the model making a ``kind`` ControlNet's control image is."""
     where = ctx.resolve(ref)
     if where is None:
+        setting, ptask = NEEDS_MODEL[kind]
         raise TaskFailed(
-            f"the depth ControlNet needs the depth model {ref} "
-            "(LOCAL_DEPTH_MODEL), which is not available locally"
+            f"the {kind} ControlNet needs the {ptask.split('-')[0]} model {ref} "
+            f"({setting}), which is not available locally"
         )
     return where
-
-
-def depth_control(depth_pipe: Any, im: Image.Image) -> Image.Image:
-    """A depth ControlNet's control image: grey levels, near white, far black
-    (MiDaS's convention), the size of ``im``."""
-    predicted = depth_pipe(im)["predicted_depth"].detach().float().cpu().numpy()
-    d = np.nan_to_num(np.squeeze(predicted).astype(np.float64))
-    config = depth_pipe.model.config
-    if (
-        config.model_type in _METRIC_DEPTH
-        or getattr(config, "depth_estimation_type", "") == "metric"
-    ):
-        d = -d  # metric depth: far is large
-    span = float(d.max() - d.min())
-    grey = ((d - d.min()) / span * 255.0) if span > 0 else np.zeros_like(d)
-    out = Image.fromarray(grey.round().astype(np.uint8), mode="L")
-    if out.size != im.size:
-        out = out.resize(im.size, Image.Resampling.BICUBIC)
-    return out.convert("RGB")
 
 
 def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
     """A full ControlNet pipeline directory, or a bare ControlNet plus the
     Stable Diffusion base (``controlnet_base``) it was trained against; for a
-    depth ControlNet, the depth model too (looked up first: failing costs
-    nothing then)."""
-    extra: dict[str, Any] = {"preprocessor": _preprocessor(_model_name(path))}
-    depth_dir = None
-    if extra["preprocessor"] == "depth":
-        if ctx.depth_model is None:
-            log.warning(
-                "depth ControlNet %s has no LOCAL_DEPTH_MODEL: the photo itself is its control",
-                _model_name(path),
-            )
-            extra["preprocessor"] = "none"
+    depth, normal or seg ControlNet, the model making its control image too
+    (looked up first: failing costs nothing then)."""
+    name = _model_name(path)
+    kind = preprocessor(name)
+    helper_dir = None
+    if kind in NEEDS_MODEL:
+        ref = ctx.seg_model if kind == "seg" else ctx.depth_model
+        if ref is None:
+            no_helper_model(name, kind)
+            kind = "none"
         else:
-            depth_dir = _depth_dir(ctx.depth_model, ctx)
+            helper_dir = _helper_dir(kind, ref, ctx)
+    extra: dict[str, Any] = {
+        "preprocessor": kind,
+        "label": label(kind, missing_detector(name) if kind == "none" else None),
+    }
     if (path / "model_index.json").is_file():
         pipe = _diffusion(path, ctx, "StableDiffusionControlNetPipeline")
     else:
@@ -229,24 +166,22 @@ def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
             )
         net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
         pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
-    if depth_dir is not None:
-        extra["depth"] = pipeline_loader("depth-estimation")(depth_dir, ctx)
+    if helper_dir is not None:
+        extra["helper"] = pipeline_loader(NEEDS_MODEL[kind][1])(helper_dir, ctx)
     return _Loaded(pipe, ctx, extra)
 
 
 def _run_controlnet(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:
     side, multiple = _default_side(loaded.pipe)
-    control = _fit(need_image(inputs), side, multiple)
     kind = loaded.extra["preprocessor"]
-    if kind == "canny":
-        control = canny(control)
-    elif kind == "depth":
-        control = depth_control(loaded.extra["depth"], control)
+    control = control_image(
+        kind, _fit(need_image(inputs), side, multiple), loaded.extra.get("helper")
+    )
     out = loaded.pipe(prompt=need_text(inputs), image=control, **_steps(loaded.ctx))
     media: tuple[Blob, ...] = (png_blob(out.images[0]),)
-    if kind == "depth":  # the generated image first: it is what later tasks take
+    if kind in SHOWN:  # the generated image first: it is what later tasks take
         media += (png_blob(control),)
-    return TaskResult(media=media, extra={"control": kind})
+    return TaskResult(media=media, extra={"control": loaded.extra["label"]})
 
 
 def _run_t2v(loaded: _Loaded, inputs: TaskInputs) -> TaskResult:

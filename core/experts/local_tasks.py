@@ -44,6 +44,7 @@ class LoadContext:
     controlnet_base: str  # the Stable Diffusion model a bare ControlNet plugs into
     steps: int | None = None  # diffusion steps; None = the pipeline's default
     depth_model: str | None = None  # the depth-estimation model a depth ControlNet's input needs
+    seg_model: str | None = None  # the segmentation model a seg ControlNet's input needs
 
     @property
     def half(self) -> bool:

@@ -188,3 +188,32 @@ def blip_captioner(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def vits_tts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory, "vits", "vits")
+
+
+# --- ControlNets per preprocessor (test_control): the tiny ControlNet under each name ---
+
+
+def _named_controlnet(models_root: Path, name: str) -> Path:
+    from tests.core.experts.local import tiny_models
+
+    return tiny_models.controlnet(models_root / name)
+
+
+@pytest.fixture(scope="session")
+def seg_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    return _named_controlnet(models_root, "tiny--sd-controlnet-seg")
+
+
+@pytest.fixture(scope="session")
+def normal_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    return _named_controlnet(models_root, "tiny--control_v11p_sd15_normalbae")
+
+
+@pytest.fixture(scope="session")
+def scribble_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    return _named_controlnet(models_root, "tiny--sd-controlnet-scribble")
+
+
+@pytest.fixture(scope="session")
+def openpose_controlnet(models_root: Path, stable_diffusion: Path) -> Path:
+    return _named_controlnet(models_root, "tiny--sd-controlnet-openpose")
