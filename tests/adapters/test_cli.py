@@ -5,44 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.agent_fixture import model_a, serve_all, write_test_catalog
+from tests.fakes import process_env
+from tests.fakes.agent_fixture import model_a, serve_all
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.openai_fake import FakeLLM
+from tests.fakes.process_env import clean_env
 from tests.fakes.samples import sample_png
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
-    }
-    env.update(
-        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
-        MEDIA_DIR=str(tmp_path / "media"),
-        PYTHONPATH=str(ROOT),
-    )
-    return env
+    return clean_env(tmp_path)
 
 
 def fake_env(tmp_path: Path, llm: FakeLLM, hf: FakeHF) -> dict[str, str]:
-    env = base_env(tmp_path)
-    env.update(
-        OPENAI_API_KEY="sk-test-cli",
-        OPENAI_BASE_URL=llm.base_url,
-        LLM_MAX_RETRIES="0",
-        HF_INFERENCE_URL=hf.base_url,
-        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
-    )
-    return env
+    return process_env.fake_env(tmp_path, llm, hf, api_key="sk-test-cli", LLM_MAX_RETRIES="0")
 
 
 async def run_bot(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import Awaitable
@@ -26,11 +25,12 @@ from pydantic import SecretStr
 
 from adapters.discord import run_discord
 from adapters.discord.client import api_base
-from tests.fakes.agent_fixture import AgentEnv, model_a, serve_all, write_test_catalog
+from tests.fakes.agent_fixture import AgentEnv, model_a, serve_all
 from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.loopback import free_port, wait_listening
 from tests.fakes.openai_fake import FakeLLM
+from tests.fakes.process_env import fake_env
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import (
     BOT_TOKEN,
@@ -41,7 +41,6 @@ from tests.fakes.slack_fake import (
     signed_request,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 DISCORD_TOKEN = "discord-test-token"
 T = TypeVar("T")
 
@@ -54,22 +53,7 @@ def fox_plan(llm: FakeLLM) -> None:
 
 def bot_env(tmp_path: Path, llm: FakeLLM, hf: FakeHF, **extra: str) -> dict[str, str]:
     """The environment an operator would set, pointing at the fakes."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
-    }
-    env.update(
-        PYTHONPATH=str(ROOT),
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=llm.base_url,
-        HF_INFERENCE_URL=hf.base_url,
-        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
-        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
-        MEDIA_DIR=str(tmp_path / "media"),
-    )
-    env.update(extra)
-    return env
+    return fake_env(tmp_path, llm, hf, **extra)
 
 
 def discord_env(fake: FakeDiscord) -> dict[str, str]:

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 
 import aiohttp
 
-from tests.fakes.agent_fixture import model_a, serve_all, write_test_catalog
+from tests.fakes.agent_fixture import model_a, serve_all
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.loopback import free_port, wait_listening
 from tests.fakes.openai_fake import FakeLLM
+from tests.fakes.process_env import fake_env
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import (
     BOT_TOKEN,
@@ -27,31 +27,19 @@ from tests.fakes.slack_fake import (
     signed_request,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def bot_env(
     tmp_path: Path, llm: FakeLLM, hf: FakeHF, slack: FakeSlack, port: int
 ) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
-    }
-    env.update(
-        PYTHONPATH=str(ROOT),
-        OPENAI_API_KEY="sk-test",
-        OPENAI_BASE_URL=llm.base_url,
-        HF_INFERENCE_URL=hf.base_url,
-        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
-        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
-        MEDIA_DIR=str(tmp_path / "media"),
+    return fake_env(
+        tmp_path,
+        llm,
+        hf,
         SLACK_BOT_TOKEN=BOT_TOKEN,
         SLACK_SIGNING_SECRET=SIGNING_SECRET,
         SLACK_HTTP_PORT=str(port),
         SLACK_API_URL=slack.base_url,
     )
-    return env
 
 
 async def post_event(port: int, event: dict[str, object]) -> None:

@@ -1,0 +1,47 @@
+"""The environment an operator would give ``python -m bot``, pointing at the
+loopback fakes: one place for every test that runs the bot as a process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tests.fakes.agent_fixture import write_test_catalog
+
+if TYPE_CHECKING:
+    from tests.fakes.hf_fake import FakeHF
+    from tests.fakes.openai_fake import FakeLLM
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    """This machine's environment without any LLM/HF/platform settings, with
+    the store under ``tmp_path`` and the project importable."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "HF_", "DISCORD", "SLACK"))
+    }
+    env.update(
+        DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
+        MEDIA_DIR=str(tmp_path / "media"),
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def fake_env(
+    tmp_path: Path, llm: FakeLLM, hf: FakeHF, *, api_key: str = "sk-test", **extra: str
+) -> dict[str, str]:
+    """``clean_env`` plus the LLM and HF fakes and the test catalog."""
+    env = clean_env(tmp_path)
+    env.update(
+        OPENAI_API_KEY=api_key,
+        OPENAI_BASE_URL=llm.base_url,
+        HF_INFERENCE_URL=hf.base_url,
+        MODEL_CATALOG=str(write_test_catalog(tmp_path / "catalog.jsonl")),
+    )
+    env.update(extra)
+    return env
