@@ -1,23 +1,20 @@
 """One status message per request, edited at most once per interval.
 
-The agent reports progress far faster than Slack allows edits (``chat.update``
-is rate-limited per channel), and it must never wait on Slack.  So
-:meth:`StatusMessage.show` only records the newest text and makes sure a
-single background flusher is running; the flusher edits the message with the
-latest text no sooner than ``interval`` after the previous edit, and
+The pacing is :class:`adapters.throttle.LatestText` (``chat.update`` is
+rate-limited per channel, and the agent must never wait on Slack); this
+wrapper posts the message, edits it with ``chat.update``, and
 :meth:`StatusMessage.finish` waits for the final text to be on screen.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.throttle import LatestText
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +32,9 @@ class StatusMessage:
         self._client = client
         self._channel = channel
         self._thread_ts = thread_ts
-        self._interval = interval
         self._request_id = request_id
         self.ts: str | None = None
-        self._shown: str | None = None
-        self._latest: str | None = None
-        self._last_edit = 0.0
-        self._flusher: asyncio.Task[None] | None = None
+        self._text = LatestText(self._edit, interval)
 
     async def start(self, text: str) -> None:
         """Post the message (the one call that may raise: no status, no turn)."""
@@ -49,46 +42,25 @@ class StatusMessage:
             channel=self._channel, thread_ts=self._thread_ts, text=text, unfurl_links=False
         )
         self.ts = response["ts"]
-        self._shown = self._latest = text
-        self._last_edit = time.monotonic()
+        self._text.mark_shown(text)
 
     async def show(self, text: str) -> None:
         """Schedule ``text`` to be shown; returns at once."""
-        self._latest = text
-        if self.ts is not None and self._flusher is None and text != self._shown:
-            self._flusher = asyncio.create_task(self._flush())
+        if self.ts is not None:
+            self._text.offer(text)
 
     async def finish(self, text: str) -> None:
         """Show ``text`` as the final state and wait until it is on screen."""
-        self._latest = text
         if self.ts is None:
             # The status was never posted: say it as a plain message instead.
             await self._post_plain(text)
             return
-        if self._flusher is None and text != self._shown:
-            self._flusher = asyncio.create_task(self._flush())
-        if self._flusher is not None:
-            await asyncio.shield(self._flusher)
+        self._text.offer(text)
+        await self._text.settle()
 
     async def aclose(self) -> None:
         """Stop a pending edit (used when the turn is cancelled)."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-
-    async def _flush(self) -> None:
-        try:
-            while self._latest is not None and self._latest != self._shown:
-                wait = self._last_edit + self._interval - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                text = self._latest
-                self._last_edit = time.monotonic()
-                await self._edit(text)
-                self._shown = text
-        finally:
-            self._flusher = None
+        await self._text.aclose()
 
     async def _edit(self, text: str) -> None:
         try:
