@@ -1,8 +1,10 @@
 """The terminal adapter: ``ask`` (one request) and ``chat`` (a loop).
 
-Progress goes to stderr so ``--json`` output on stdout stays machine-readable.
-Files named with ``--file``/``/file`` are the user's own explicit input; they
-are size-checked before being read.
+The terminal is one more surface for the shared turn (:mod:`adapters.chat`):
+the status goes to stderr, one line per change (so ``--json`` output on
+stdout stays machine-readable), and the answer is printed on stdout as the
+model writes it.  Files named with ``--file``/``/file`` are the user's own
+explicit input; they are size-checked before being read.
 
 Each request is still a durable job (:mod:`core.jobs`), accepted and claimed
 like a Discord or Slack one, so turns of a conversation are stored in order
@@ -20,32 +22,31 @@ import json
 import mimetypes
 import os
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from adapters.chat import Limits, Renderer, run_turn
+from adapters.chat.render import human_size
 from core.errors import InputRejected
-from core.jobs import TurnJob
 from core.types import (
     AgentAPI,
     Attachment,
     ConversationKey,
-    Progress,
-    ProgressSink,
+    Job,
+    Notice,
     Reply,
     Request,
-    Stage,
-    TaskStatus,
+    Resource,
 )
 
 KIND = "cli"
-
-_ICONS = {
-    TaskStatus.PENDING: "…",
-    TaskStatus.RUNNING: "⏳",
-    TaskStatus.DONE: "✔",
-    TaskStatus.FAILED: "✘",
-    TaskStatus.SKIPPED: "↷",
-}
+RENDERER = Renderer(terminal=True)
+# The terminal has no message or upload limit; it prints every state at once.
+TERMINAL = Limits(
+    message_chars=1_000_000, upload_bytes=1 << 62, status_interval=0, answer_in_status=False
+)
 
 
 def conversation_key(name: str) -> ConversationKey:
@@ -58,45 +59,85 @@ def read_attachment(path: str, max_bytes: int) -> Attachment:
         raise InputRejected(f"{path}: no such file")
     size = p.stat().st_size
     if size > max_bytes:
-        raise InputRejected(
-            f"{p.name} is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB"
-        )
+        raise InputRejected(f"{p.name} is {human_size(size)}; the limit is {human_size(max_bytes)}")
     mime = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
     return Attachment(p.name, mime, p.read_bytes())
 
 
-class StderrProgress:
-    """Prints each stage once, each task's state change once, and the
-    agent's "still waiting for the language model" notices (at most one per
-    ten seconds of a stage)."""
+class TerminalSurface:
+    """Status lines on ``err`` (each line once: a log, not an edited
+    message); the answer and the files' paths on ``out`` (None: print
+    nothing, the caller prints the reply, e.g. as JSON)."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
+    def __init__(self, out: TextIO | None, err: TextIO) -> None:
         self.out = out
-        self._stage: Stage | None = None
-        self._seen: dict[int, TaskStatus] = {}
+        self.err = err
+        self._printed: set[str] = set()
 
-    async def __call__(self, p: Progress) -> None:
-        if p.waited is not None:
-            print(f"[{p.stage.value}] {p.detail}…", file=self.out, flush=True)
+    @property
+    def limits(self) -> Limits:
+        return TERMINAL
+
+    async def post_status(self, text: str) -> None:
+        self._print_new(text)
+
+    async def edit_status(self, text: str) -> None:
+        self._print_new(text)
+
+    async def post_answer(self, text: str, files: Sequence[Resource]) -> None:
+        if self.out is None:
             return
-        if p.stage != self._stage and p.stage is not Stage.DONE:
-            self._stage = p.stage
-            print(f"[{p.stage.value}] {p.detail}", file=self.out, flush=True)
-        for t in p.tasks:
-            if self._seen.get(t.id) != t.status:
-                self._seen[t.id] = t.status
-                extra = f": {t.error}" if t.error else ""
-                model = f" on {t.model}" if t.model else ""
-                print(
-                    f"  {_ICONS[t.status]} task {t.id} {t.task}{model} {t.status.value}{extra}",
-                    file=self.out,
-                    flush=True,
-                )
+        if text.strip():
+            print(text.rstrip(), file=self.out)
+        for f in files:
+            print(f"  file: {f.handle} → {f.path.resolve()}", file=self.out)
+        self.out.flush()
+
+    async def tell_privately(self, text: str) -> None:
+        print(text, file=self.err, flush=True)
+
+    def _print_new(self, text: str) -> None:
+        for line in text.split("\n"):
+            if line.strip() and line not in self._printed:
+                self._printed.add(line)
+                print(line, file=self.err, flush=True)
+
+
+class StreamingTerminal(TerminalSurface):
+    """Prints the answer as it comes."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        super().__init__(out, err)
+        self._stream = out
+        self._open_line = False
+
+    async def stream_text(self, delta: str) -> None:
+        self._stream.write(delta)
+        self._stream.flush()
+        self._open_line = not delta.endswith("\n")
+
+    async def discard_stream(self) -> None:
+        self._end_line()
+        print("[answering] (the answer broke off; what the models found follows)", file=self.err)
+
+    async def post_answer(self, text: str, files: Sequence[Resource]) -> None:
+        if text.strip():
+            self._stream.write(text)
+            self._open_line = not text.endswith("\n")
+        self._end_line()
+        await super().post_answer("", files)
+
+    def _end_line(self) -> None:
+        if self._open_line:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._open_line = False
 
 
 def reply_json(reply: Reply) -> dict[str, Any]:
     return {
         "answer": reply.text,
+        "status": reply.status.value,
         # a fallback answer means the answer stage failed: not a success
         "error": reply.error or reply.fallback,
         "fallback": reply.fallback,
@@ -120,14 +161,8 @@ def reply_json(reply: Reply) -> dict[str, Any]:
             "prompt_tokens": reply.usage.prompt_tokens,
             "completion_tokens": reply.usage.completion_tokens,
         },
-        "timings": reply.timings,
+        "timings": dict(reply.timings),
     }
-
-
-def print_reply(reply: Reply, out: TextIO = sys.stdout) -> None:
-    print(reply.text, file=out)
-    for f in reply.files:
-        print(f"  file: {f.handle} → {f.path.resolve()}", file=out)
 
 
 async def ask(
@@ -152,14 +187,15 @@ async def ask(
     request = Request(
         conversation_key(conversation), getpass.getuser(), text, attachments, is_admin=True
     )
-    reply = await Terminal(agent).answer(request, StderrProgress(err))
-    if reply is None:
-        print("error: stopped before the request was answered", file=err)
+    surface = TerminalSurface(None, err) if as_json else StreamingTerminal(out, err)
+    terminal = Terminal(agent)
+    reply = await terminal.answer(request, surface)
+    if reply is None:  # the status said why, unless this process stopped first
+        if terminal.stopped:
+            print("error: stopped before the request was answered", file=err)
         return 1
     if as_json:
         print(json.dumps(reply_json(reply), ensure_ascii=False), file=out)
-    else:
-        print_reply(reply, out)
     return 1 if reply.error or reply.fallback else 0
 
 
@@ -168,39 +204,40 @@ class Terminal:
 
     def __init__(self, agent: AgentAPI) -> None:
         self.agent = agent
-        self._mine: dict[int, tuple[Request, ProgressSink]] = {}
-        self._replies: dict[int, Reply] = {}
+        self._mine: dict[int, tuple[Request, TerminalSurface]] = {}
+        self._replies: dict[int, Reply | None] = {}
+        self.stopped = False  # the last request was handed on (this process is stopping)
         agent.register_runner(KIND, self)
 
-    async def answer(self, request: Request, progress: ProgressSink) -> Reply | None:
-        """Accept ``request``, wait for its turn, run it; its reply (None if
-        this process stopped first)."""
+    async def answer(self, request: Request, surface: TerminalSurface) -> Reply | None:
+        """Accept ``request``, wait for its turn, run it on ``surface``; its
+        reply (None if it never ran, or this process stopped first)."""
         accepted = await self.agent.accept(
             KIND,
             request.conversation,
             {"user": request.user_id, "text": request.text},
             request_id=request.request_id,
         )
-        self._mine[accepted.job.id] = (request, progress)
+        self._mine[accepted.job.id] = (request, surface)
         try:
-            await self.agent.process(accepted.job.id)
+            self.stopped = await self.agent.process(accepted.job.id) != "done"
         finally:
             self._mine.pop(accepted.job.id, None)
         return self._replies.pop(accepted.job.id, None)
 
-    async def run(self, job: TurnJob) -> None:
+    async def run(self, job: Job) -> None:
         mine = self._mine.get(job.id)
         if mine is None:  # left by an `ask` that died: nobody to answer, close it
             return
-        request, progress = mine
-        self._replies[job.id] = await self.agent.handle(request, progress, job=job)
+        request, surface = mine
+        self._replies[job.id] = await run_turn(self.agent, surface, RENDERER, request, job=job)
 
-    async def notify(self, job: TurnJob, progress: Progress) -> None:
+    async def notify(self, job: Job, notice: Notice) -> None:
         mine = self._mine.get(job.id)
-        if mine is not None and progress.ahead is not None:  # its place in the queue
-            await mine[1](progress)
+        if mine is not None:
+            await mine[1].edit_status(RENDERER.notice(notice, TERMINAL.message_chars))
 
-    async def give_up(self, job: TurnJob, reason: str) -> None:
+    async def give_up(self, job: Job, reason: str) -> None:
         return None
 
 
@@ -244,9 +281,14 @@ class Prompt:
     @staticmethod
     async def _readable(fd: int) -> None:
         loop = asyncio.get_running_loop()
-        ready = loop.create_future()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
         try:
-            loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+            loop.add_reader(fd, wake)
         except PermissionError:  # a regular file (epoll refuses): never blocks
             return
         try:
@@ -255,46 +297,102 @@ class Prompt:
             loop.remove_reader(fd)
 
 
-async def chat(agent: AgentAPI, *, conversation: str, max_bytes: int) -> int:
-    """An interactive loop on one conversation; ``/file PATH`` attaches a file.
+# -- the chat's own commands ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCommand:
+    name: str
+    usage: str
+    help: str
+
+
+COMMANDS = (
+    ChatCommand("/help", "/help", "list these commands"),
+    ChatCommand("/file", "/file PATH", "attach a file to your next message"),
+    ChatCommand("/forget", "/forget", "clear this conversation's history"),
+    ChatCommand("/quit", "/quit", "leave (also /exit, or Ctrl-D)"),
+)
+ALIASES = {"/exit": "/quit"}
+
+
+def help_text() -> str:
+    width = max(len(c.usage) for c in COMMANDS)
+    lines = ["Commands (never sent to the model):"]
+    lines += [f"  {c.usage.ljust(width)}  {c.help}" for c in COMMANDS]
+    lines.append("Anything else is a message. Start it with // to send one beginning with /.")
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Chat:
+    """The chat loop's state: one conversation, files waiting for a message."""
+
+    agent: AgentAPI
+    key: ConversationKey
+    max_bytes: int
+    out: TextIO
+    err: TextIO
+    pending: list[Attachment]
+
+    async def command(self, line: str) -> bool:
+        """Handle a line starting with ``/``; False when the chat should end."""
+        name, _, arg = line.partition(" ")
+        name = ALIASES.get(name.lower(), name.lower())
+        arg = arg.strip()
+        if name == "/quit":
+            return False
+        if name == "/help":
+            print(help_text(), file=self.err)
+        elif name == "/forget":
+            n = await self.agent.forget(self.key)
+            print(f"forgot {n} messages", file=self.err)
+        elif name == "/file" and arg:
+            try:
+                self.pending.append(read_attachment(arg, self.max_bytes))
+                print(f"attached {self.pending[-1].name}", file=self.err)
+            except InputRejected as e:
+                print(f"error: {e}", file=self.err)
+        elif name == "/file":
+            print("usage: /file PATH", file=self.err)
+        else:
+            print(f"unknown command {name}: /help lists the commands", file=self.err)
+        return True
+
+
+async def chat(
+    agent: AgentAPI,
+    *,
+    conversation: str,
+    max_bytes: int,
+    prompt: Prompt | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """An interactive loop on one conversation (``/help`` lists its commands).
 
     Ctrl-D (end of input) or ``/quit`` leaves (0); Ctrl-C stops at once, also
     at the prompt (the caller exits 130)."""
-    print(
-        f"Chatting in conversation '{conversation}'. /file PATH attaches a file, "
-        "/forget clears the history, /quit leaves.",
-        file=sys.stderr,
-    )
-    pending: list[Attachment] = []
-    key = conversation_key(conversation)
-    prompt = Prompt()
+    print(f"Chatting in conversation '{conversation}'. /help lists the commands.", file=err)
+    state = Chat(agent, conversation_key(conversation), max_bytes, out, err, [])
+    prompt = prompt or Prompt(out=out)
     terminal = Terminal(agent)
     while True:
         try:
             line = (await prompt("you> ")).strip()
         except (EOFError, KeyboardInterrupt):
-            print(file=sys.stderr)
+            print(file=err)
             return 0
         except asyncio.CancelledError:  # Ctrl-C at the prompt: end the prompt's line
-            print(file=sys.stderr)
+            print(file=err)
             raise
         if not line:
             continue
-        if line in ("/quit", "/exit"):
-            return 0
-        if line == "/forget":
-            n = await agent.forget(key)
-            print(f"forgot {n} messages", file=sys.stderr)
+        if line.startswith("/") and not line.startswith("//"):
+            if not await state.command(line):
+                return 0
             continue
-        if line.startswith("/file "):
-            try:
-                pending.append(read_attachment(line[6:].strip(), max_bytes))
-                print(f"attached {pending[-1].name}", file=sys.stderr)
-            except InputRejected as e:
-                print(f"error: {e}", file=sys.stderr)
-            continue
-        request = Request(key, getpass.getuser(), line, tuple(pending), is_admin=True)
-        pending = []
-        reply = await terminal.answer(request, StderrProgress())
-        if reply is not None:
-            print_reply(reply)
+        text = line[1:] if line.startswith("//") else line
+        request = Request(state.key, getpass.getuser(), text, tuple(state.pending), is_admin=True)
+        state.pending = []
+        await terminal.answer(request, StreamingTerminal(out, err))

@@ -2,7 +2,7 @@
 
     python -m benchmarks [--quick] [--json out.json] [--only makespan,cpu,…]
                          [--pg postgresql+asyncpg://postgres@127.0.0.1:5432/test | none]
-                         [--profile cpu-profile.txt]
+                         [--profile cpu-profile.txt] [--workers N]
 
 The LLM fake and the model fake run in a process of their own
 (``benchmarks.fakes_server``) and the bot is pointed at them by URL, so the
@@ -22,7 +22,8 @@ What each figure is:
    the first task's ``started`` to the last task's ``ended`` in the Reply;
    critical path = tasks on the longest dependency chain × 0.2 s.
 2. wall ÷ (planning call + critical path + answer call) – LLM 0.5 s per call
-   with LLM model selection (the default), models 0.2 s.
+   with LLM model selection (the default), models 0.2 s; the selection call
+   runs alongside the tasks (each starts on its most downloaded candidate).
 3. prompt tokens per request – every LLM request body the fake recorded for
    one request in a fresh conversation (run 2), cl100k_base when tiktoken is
    installed, else chars/4; compared with JARVIS's figures from the issue.
@@ -31,11 +32,18 @@ What each figure is:
 5. CPU per request – ``time.process_time()`` of the bot process ÷ requests,
    sequential, warm, zero latency, single-task plans, on SQLite and PostgreSQL;
    p50 wall per request (everything is overhead at zero latency).
-6. CLI – wall of a whole ``python -m bot ask`` (median of 3) and ``--help``.
+6. CLI – wall of a whole ``python -m bot ask`` (median of 3) and ``--help``,
+   with each one's CPU and, from one ``python -X importtime`` run, the
+   seconds ``ask`` spends importing, by package.
 7. concurrency – N simultaneous requests in N conversations (LLM 0.2 s,
-   models 0.1 s, single-task plans): failed requests, total wall ÷ one request.
-8. reuse – the same model on the same image twice in one conversation: model
-   calls the second request made.
+   models 0.1 s, single-task plans), taken as the adapters take them
+   (accepted as durable jobs, run under MAX_INFLIGHT_REQUESTS): failed
+   requests, total wall ÷ one request.  SQLite in one process; PostgreSQL in
+   ``--workers`` bot processes (default one per CPU) sharing the database.
+8. reuse – a repeated question in one conversation: the same model on the
+   same image asked again, by its handle and re-uploaded under another name;
+   model calls each repeat made (target 0), and the result cache's hit rate
+   over the whole scenario.
 """
 
 from __future__ import annotations
@@ -136,6 +144,8 @@ def run_group(
         cmd.append("--quick")
     if args.profile and "cpu" in names:
         cmd += ["--profile", str(Path(args.profile).resolve())]
+    if args.workers:
+        cmd += ["--workers", str(args.workers)]
     limit = sum(LIMITS[n][0 if args.quick else 1] for n in names)
     t0 = time.perf_counter()
     out: dict[str, dict[str, Any]] = {}
@@ -212,6 +222,13 @@ def main() -> int:
         default=None,
         metavar="PATH",
         help="cpu: profile the request loop with pyinstrument into PATH (+ .html)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="concurrency: bot processes sharing the PostgreSQL store (default: one per CPU)",
     )
     args = ap.parse_args()
     wanted = [n.strip() for n in args.only.split(",") if n.strip()]

@@ -3,9 +3,11 @@ the plan shapes, token counting, a throw-away PostgreSQL database and results.
 
 The bot is built the way users get it: ``bot.app.open_agent`` on a
 :class:`bot.settings.Settings` with the defaults (shipped catalog, LLM model
-selection, top 5 candidates, 4 concurrent tasks, 20 requests per user per
-minute), pointed at the fakes by URL.  Only the endpoints, the store and the
-media directory are set.
+selection, top 5 candidates, up to 8 tasks of a request at once
+(``MAX_PARALLEL_TASKS``; the process-wide limit of 4 is for local inference
+only), the result cache on), pointed at the fakes by URL.  Only the
+endpoints, the store and the media directory are set, and the quotas are
+off (a benchmark sends far more than a person may).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from benchmarks.concurrency_worker import BenchAdapter, error_kinds, timed_job
 from benchmarks.harness import (
     JARVIS_TOKENS,
     MODEL_LATENCY,
@@ -49,6 +52,7 @@ from benchmarks.harness import (
     timed,
     verdict,
 )
+from core.selection import FINISHED_FIRST
 from core.types import Attachment, Request
 from tests.fakes.samples import sample_png
 
@@ -60,6 +64,8 @@ def say(msg: str) -> None:
 class Ctx:
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         self.urls = FakeURLs.from_json(args.fakes)
+        self.fakes_json: str = args.fakes
+        self.workers: int = args.workers
         self.quick: bool = args.quick
         self.pg: str | None = None if args.pg in ("", "none") else args.pg
         self.profile: str | None = args.profile
@@ -82,7 +88,8 @@ async def m_makespan(ctx: Ctx) -> Result:
             await fakes.script(shape)
             await timed(agent, request(conversation("warm", i), f"w{i}", shape))
         await fakes.reset(model_delay=MODEL_LATENCY)
-        limit = getattr(getattr(agent, "config", None), "concurrency", None)  # MAX_CONCURRENT_TASKS
+        # MAX_PARALLEL_TASKS: one request's tasks at once (hosted calls; no process-wide limit)
+        limit = getattr(getattr(agent, "config", None), "max_parallel_tasks", None)
         for shape in SHAPES:
             await fakes.script(shape)
             ratios: list[float] = []
@@ -123,7 +130,7 @@ async def m_makespan(ctx: Ctx) -> Result:
                 note=f"makespan {median(spans):.3f} s, critical path {shape.longest_path()}×"
                 f"{MODEL_LATENCY:g} = {cp:.1f} s (median of {len(ratios)})"
                 + (
-                    f"; {shape.width()} tasks can run at once, the bot runs at most {limit}"
+                    f"; {shape.width()} tasks can run at once, a request runs at most {limit}"
                     if limit and shape.width() > limit
                     else ""
                 )
@@ -136,6 +143,7 @@ async def m_makespan(ctx: Ctx) -> Result:
                 "longest_path_nodes": shape.longest_path(),
                 "tasks": len(shape.steps),
                 "max_concurrent_tasks": agent.config.concurrency,
+                "max_parallel_tasks": limit,
             }
     return res
 
@@ -163,6 +171,7 @@ async def m_latency(ctx: Ctx) -> Result:
             await fakes.script(shape)
             walls: list[float] = []
             stages: list[dict[str, float]] = []
+            kept: list[int] = []  # tasks that kept a guess's result without the choice
             problems: list[str] = []
             for r in range(reps):
                 since = await fakes.llm_count()
@@ -175,6 +184,7 @@ async def m_latency(ctx: Ctx) -> Result:
                 walls.append(run.wall)
                 if run.reply is not None:
                     stages.append(dict(run.reply.timings))
+                    kept.append(sum(t.reason == FINISHED_FIRST for t in run.reply.tasks))
                 if shape.name not in tokens:  # a fresh conversation: no history in the prompts
                     bodies = await fakes.llm_requests(since)
                     per_stage: dict[str, int] = {}
@@ -224,12 +234,20 @@ async def m_latency(ctx: Ctx) -> Result:
                 note=f"wall {median(walls):.2f} s vs {ideal:.2f} s (LLM {llm_latency:g} s/call, "
                 f"models {MODEL_LATENCY:g} s; median of {len(walls)})"
                 + (f"; stages of the first: {_stages(stages[0])}" if stages else "")
+                + (
+                    "; every task finished before the choice: selection call cancelled"
+                    if kept and kept[0] == len(shape.steps)
+                    else f"; {kept[0]} task(s) kept a result made before a differing choice"
+                    if kept and kept[0]
+                    else ""
+                )
                 + (f"; {len(problems)} failed: {problems[0][:120]}" if problems else ""),
             )
             res.details.setdefault("selection_latency", {})[shape.name] = {
                 "walls": walls,
                 "ideal": ideal,
                 "stage_timings": stages,
+                "finished_before_the_choice": kept,
             }
     for shape in SHAPES:
         t = tokens.get(shape.name)
@@ -426,10 +444,17 @@ async def m_cli(ctx: Ctx) -> Result:
     ask = [sys.executable, "-m", "bot", "ask", shape.text]
     help_ = [sys.executable, "-m", "bot", "--help"]
 
+    cpu: dict[str, list[float]] = {}  # the child's user+system CPU seconds, per command
+
     def wall(cmd: list[str]) -> tuple[float, int, str]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
-        return time.perf_counter() - t0, p.returncode, (p.stderr or p.stdout)[-300:]
+        took = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        cpu.setdefault(" ".join(cmd[3:4]) or "python", []).append(used)
+        return took, p.returncode, (p.stderr or p.stdout)[-300:]
 
     async with ctx.fakes as fakes:
         await fakes.reset()
@@ -457,6 +482,7 @@ async def m_cli(ctx: Ctx) -> Result:
             )
         else:
             asks = [await loop.run_in_executor(None, wall, ask) for _ in range(reps)]
+            imports = await loop.run_in_executor(None, _import_times, ask, env, cwd)
             bad = [a for a in asks if a[1] != 0]
             t = median([a[0] for a in asks])
             res.add(
@@ -468,11 +494,20 @@ async def m_cli(ctx: Ctx) -> Result:
                 verdict(t <= 0.8 and not bad),
                 value=t,
                 unit="s",
-                note=f"median of {reps}, 0 latency"
+                note=f"median of {reps}, 0 latency; CPU {median(cpu['ask'][-reps:]):.2f} s"
                 + (f"; first run (creates the DB) {first:.2f} s" if first else "")
-                + (f"; {len(bad)} failed: {bad[0][2]}" if bad else ""),
+                + (f"; {len(bad)} failed: {bad[0][2]}" if bad else "")
+                + f"; a -X importtime run spends {imports['total']:.2f} s importing (openai "
+                f"{imports.get('openai', 0):.2f}, "
+                f"sqlalchemy {imports.get('sqlalchemy', 0):.2f}, huggingface_hub "
+                f"{imports.get('huggingface_hub', 0):.2f}, aiohttp {imports.get('aiohttp', 0):.2f})",
             )
-            res.details["cli_ask"] = {"first": first, "runs": [a[0] for a in asks]}
+            res.details["cli_ask"] = {
+                "first": first,
+                "runs": [a[0] for a in asks],
+                "cpu": cpu["ask"][-reps:],
+                "imports": imports,
+            }
         # what the interpreter alone costs, to read the two figures against
         bare = [
             (await loop.run_in_executor(None, wall, [sys.executable, "-c", "pass"]))[0]
@@ -490,11 +525,37 @@ async def m_cli(ctx: Ctx) -> Result:
             verdict(t <= 0.3 and all(h[1] == 0 for h in helps)),
             value=t,
             unit="s",
-            note=f"median of {reps}; the interpreter alone (python -c pass) takes "
-            f"{median(bare):.2f} s",
+            note=f"median of {reps}, CPU {median(cpu['--help'][-reps:]):.2f} s; the interpreter "
+            f"alone (python -c pass) takes {median(bare):.2f} s",
         )
         res.details["cli_help"] = [h[0] for h in helps]
     return res
+
+
+def _import_times(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
+    """Seconds one run of ``cmd`` spends importing, by top-level package
+    (``python -X importtime``: each module's own time), and ``total``."""
+    p = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    by: dict[str, float] = {}
+    for line in p.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3 or not line.startswith("import time:"):
+            continue
+        try:
+            own = int(parts[0].split(":")[1]) / 1e6
+        except ValueError:  # the header line
+            continue
+        top = parts[2].strip().split(".")[0]
+        by[top] = by.get(top, 0.0) + own
+    top = dict(sorted(by.items(), key=lambda kv: -kv[1])[:12])
+    return {**{k: round(v, 3) for k, v in top.items()}, "total": round(sum(by.values()), 3)}
 
 
 # -------------------------------------------------------------- 7. concurrency
@@ -502,7 +563,12 @@ async def m_cli(ctx: Ctx) -> Result:
 
 async def m_concurrency(ctx: Ctx) -> Result:
     """N simultaneous single-task requests in N conversations (LLM 0.2 s,
-    models 0.1 s): errors, and total wall ÷ one request's wall."""
+    models 0.1 s), taken the way every adapter takes them (accepted as durable
+    jobs, run under the process's admission limit MAX_INFLIGHT_REQUESTS):
+    errors, and total wall ÷ one request's wall.  SQLite runs one process
+    (the embedded store has one writer); PostgreSQL runs ``--workers`` bot
+    processes on one database, each taking its share of the requests, as a
+    deployment of several workers does."""
     res = Result()
     n = 100 if ctx.quick else 500
     raise_fd_limit()
@@ -527,76 +593,151 @@ async def m_concurrency(ctx: Ctx) -> Result:
             async with _store(url) as db_url:
                 tmp = ctx.tmp / label
                 tmp.mkdir()
-                async with open_bot(bench_settings(tmp, ctx.urls, db_url)) as agent:
+                workers = 1 if url is None else max(1, ctx.workers)
+                settings = bench_settings(tmp, ctx.urls, db_url)
+                async with open_bot(settings) as agent:  # also brings the schema to head
+                    adapter = BenchAdapter(agent)
                     await fakes.reset()
                     await fakes.script(shape)
                     reps = 1 if ctx.quick else 3
                     for i in range(reps):
-                        await timed(agent, request(conversation("cw", i), f"w{i}", shape))
+                        await timed_job(adapter, request(conversation("cw", i), f"w{i}", shape))
                     await fakes.reset(llm_delay=0.2, model_delay=0.1)
                     await fakes.script(shape)
                     singles = []
                     for i in range(reps):
-                        run = await timed(agent, request(conversation("c1", i), f"s{i}", shape))
+                        run = await timed_job(
+                            adapter, request(conversation("c1", i), f"s{i}", shape)
+                        )
                         singles.append(run.wall)
                     one = median(singles)
-                    say(f"concurrency: {n} simultaneous requests on {label}")
-                    reqs = [
-                        request(conversation(f"cc{label}", i), f"u{i}", shape) for i in range(n)
-                    ]
-                    t0 = time.perf_counter()
-                    runs: list[Run] = await asyncio.gather(
-                        *(timed(agent, r, within=240) for r in reqs)
-                    )
-                    total = time.perf_counter() - t0
-                    errors = [r for r in runs if not r.ok]
-                    kinds: dict[str, int] = {}
-                    for r in errors:
-                        key = r.why()[:100]
-                        kinds[key] = kinds.get(key, 0) + 1
-                    ratio = total / one
-                    walls = sorted(r.wall for r in runs)
-                    res.add(
-                        7,
-                        "concurrency errors",
-                        f"{label}, {n} requests",
-                        f"{len(errors)}",
-                        "0",
-                        verdict(not errors),
-                        value=len(errors),
-                        unit="errors",
-                        note="; ".join(f"{c}× {k}" for k, c in kinds.items())[:300],
-                    )
-                    res.add(
-                        7,
-                        "total wall ÷ one request",
-                        f"{label}, {n} requests",
-                        f"{ratio:.1f}",
-                        "≤ 6",
-                        verdict(ratio <= 6),
-                        value=ratio,
-                        unit="ratio",
-                        note=f"total {total:.1f} s, one request {one:.2f} s; per-request "
-                        f"p50 {percentile(walls, 0.5):.1f} s, max {walls[-1]:.1f} s",
-                    )
-                    res.details.setdefault("concurrency", {})[label] = {
-                        "requests": n,
-                        "total": total,
-                        "single": singles,
-                        "errors": kinds,
-                        "p50": percentile(walls, 0.5),
-                        "p95": percentile(walls, 0.95),
-                        "max": walls[-1],
-                    }
+                    inflight = agent.config.max_inflight_requests
+                    say(f"concurrency: {n} simultaneous requests on {label}, {workers} process(es)")
+                    if workers == 1:
+                        reqs = [
+                            request(conversation(f"cc{label}", i), f"u{i}", shape) for i in range(n)
+                        ]
+                        c0, t0 = time.process_time(), time.perf_counter()
+                        runs: list[Run] = await asyncio.gather(
+                            *(timed_job(adapter, r, within=240) for r in reqs)
+                        )
+                        total, cpu = time.perf_counter() - t0, time.process_time() - c0
+                        walls = sorted(r.wall for r in runs)
+                        kinds = error_kinds(runs)
+                if workers > 1:  # the bot above is closed: only the workers hold jobs
+                    total, walls, kinds, cpu = await _workers(ctx, db_url or "", tmp, n, workers)
+                failed = sum(kinds.values())
+                ratio = total / one
+                case = f"{label}, {n} requests, {workers} process{'es' if workers > 1 else ''}"
+                res.add(
+                    7,
+                    "concurrency errors",
+                    case,
+                    f"{failed}",
+                    "0",
+                    verdict(not failed),
+                    value=failed,
+                    unit="errors",
+                    note="; ".join(f"{c}× {k}" for k, c in kinds.items())[:300],
+                )
+                res.add(
+                    7,
+                    "total wall ÷ one request",
+                    case,
+                    f"{ratio:.1f}",
+                    "≤ 6",
+                    verdict(ratio <= 6 and not failed),
+                    value=ratio,
+                    unit="ratio",
+                    note=f"total {total:.1f} s, one request {one:.2f} s; per-request "
+                    f"p50 {percentile(walls, 0.5):.1f} s, max {walls[-1]:.1f} s; bot CPU "
+                    f"{cpu / n * 1000:.0f} ms per request ({cpu:.1f} s in all); at most "
+                    f"{inflight} requests at once per process (MAX_INFLIGHT_REQUESTS)",
+                )
+                res.details.setdefault("concurrency", {})[label] = {
+                    "requests": n,
+                    "workers": workers,
+                    "total": total,
+                    "single": singles,
+                    "errors": kinds,
+                    "cpu_s": cpu,
+                    "max_inflight_requests": inflight,
+                    "p50": percentile(walls, 0.5),
+                    "p95": percentile(walls, 0.95),
+                    "max": walls[-1],
+                }
     return res
+
+
+async def _workers(
+    ctx: Ctx, db_url: str, tmp: Path, n: int, k: int
+) -> tuple[float, list[float], dict[str, int], float]:
+    """``k`` bot processes (``benchmarks.concurrency_worker``) on ``db_url``,
+    each sending its share of ``n`` requests at once when told to, all at the
+    same moment: (total wall, every request's wall, error kinds, their CPU)."""
+    shares = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    procs: list[asyncio.subprocess.Process] = []
+    try:
+        for i, m in enumerate(shares):
+            d = tmp / f"worker{i}"
+            d.mkdir()
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "benchmarks.concurrency_worker",
+                    "--fakes",
+                    ctx.fakes_json,
+                    "--db",
+                    db_url,
+                    "--tmp",
+                    str(d),
+                    "--requests",
+                    str(m),
+                    "--tag",
+                    f"cw{i}-",
+                    cwd=ROOT,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                )
+            )
+        for p in procs:
+            assert p.stdout is not None
+            line = (await asyncio.wait_for(p.stdout.readline(), 120)).decode().strip()
+            if line != "ready":
+                raise RuntimeError(f"a worker did not start: {line or 'no output'}")
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            await p.stdin.drain()
+        outs = []
+        for p in procs:
+            assert p.stdout is not None
+            outs.append(json.loads(await asyncio.wait_for(p.stdout.readline(), 300)))
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                try:
+                    await asyncio.wait_for(p.wait(), 15)
+                except TimeoutError:
+                    p.kill()
+                    await p.wait()
+    total = max(o["t1"] for o in outs) - min(o["t0"] for o in outs)
+    walls = sorted(w for o in outs for w in o["walls"])
+    kinds: dict[str, int] = {}
+    for o in outs:
+        for key, c in o["errors"].items():
+            kinds[key] = kinds.get(key, 0) + c
+    return total, walls, kinds, sum(o["cpu"] for o in outs)
 
 
 # -------------------------------------------------------------------- 8. reuse
 
 
 async def m_reuse(ctx: Ctx) -> Result:
-    """The same model on the same input bytes asked twice in one conversation:
-    model calls the second request made (by handle, and re-uploaded)."""
+    """The same model on the same input bytes asked again in one conversation:
+    model calls each repeat made (by handle, and re-uploaded), and the result
+    cache's hit rate over the whole scenario."""
     res = Result()
     photo = sample_png(96, 96)
     task = "image-classification"
@@ -669,6 +810,28 @@ async def m_reuse(ctx: Ctx) -> Result:
                 "second_calls": len(calls),
                 "same_bytes": len(same),
             }
+        cache = getattr(getattr(agent, "executor", None), "cache", None)
+        if cache is not None:
+            st = cache.stats()
+            asked = st.hits + st.misses
+            res.add(
+                8,
+                "result cache hit rate",
+                f"repeated question ({1 + len(cases)} asks)",
+                f"{st.hit_rate:.0%}",
+                "",
+                "INFO",
+                value=st.hit_rate,
+                unit="ratio",
+                note=f"{st.hits} of {asked} model calls answered from the cache (the first "
+                f"ask runs the model); {st.entries} entries, {st.bytes / 1024:.0f} KiB held",
+            )
+            res.details["result_cache"] = {
+                "hits": st.hits,
+                "misses": st.misses,
+                "entries": st.entries,
+                "bytes": st.bytes,
+            }
     return res
 
 
@@ -689,6 +852,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pg", default="none", help="PostgreSQL URL, or none")
     ap.add_argument("--profile", default=None, help="cpu: also profile the loop to this file")
+    ap.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="concurrency: bot processes (PG)"
+    )
     args = ap.parse_args()
     names = [n for n in args.names.split(",") if n]
     unknown = [n for n in names if n not in MEASUREMENTS]

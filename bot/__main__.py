@@ -11,16 +11,21 @@ SIGTERM 143.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
+import gc
 import logging
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
-from bot.settings import Settings, get_settings
 from core.errors import BotError, ConfigError, StoreUnavailable
 
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
+# Imports are where a command's time goes (openai, SQLAlchemy, the Hub client
+# cost about a second together): `--help` and argument errors load only
+# argparse and this module; the settings, asyncio and the rest come once a
+# command runs, and each command loads only what it uses (bot.commands).
 log = logging.getLogger("bot")
 
 
@@ -66,24 +71,36 @@ def _parser() -> argparse.ArgumentParser:
     discord.add_argument("action", choices=["sync"])
 
     sub.add_parser("doctor", help="check the configuration and the services it names")
+    from bot import eval_command  # standard library only at import; the core when it runs
+
+    eval_command.add_parser(sub)
+    from bot import config_command, usage_command  # standard library only at import
+
+    usage_command.add_parser(sub)
+    config_command.add_parser(sub)
     return p
 
 
 def _setup_logging(settings: Settings, command: str) -> None:
-    quiet = command in ("ask", "chat", "models", "db", "doctor")
+    quiet = command in ("ask", "chat", "models", "db", "doctor", "usage", "config")
     level = settings.log_level or ("WARNING" if quiet else "INFO")
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from core.telemetry.logs import configure_logging  # LOG_FORMAT: text, or JSON lines
+
+    configure_logging(level, settings.log_format, sys.stderr)
     for noisy in ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 async def _main(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+    import contextlib
+    import signal
+
     from bot import commands
     from bot.lifecycle import Lifecycle
+
+    gc.freeze()  # what start-up built lives as long as the process: never scan it again
+    gc.enable()
 
     lifecycle = Lifecycle()
     handlers: dict[str, Callable[[argparse.Namespace, Settings], Awaitable[int]]] = {
@@ -94,6 +111,9 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         "models": commands.models,
         "discord": commands.discord,
         "doctor": commands.doctor,
+        "eval": _eval,
+        "usage": _usage,
+        "config": _config,
     }
     # SIGTERM (systemd, Docker, Kubernetes) stops the bot like Ctrl-C does:
     # cancel the work so every `async with` closes (DB, HTTP clients, sockets).
@@ -117,6 +137,24 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         raise first from None
 
 
+async def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    from bot import eval_command
+
+    return await eval_command.run(args, settings)
+
+
+async def _usage(args: argparse.Namespace, settings: Settings) -> int:
+    from bot import usage_command
+
+    return await usage_command.run(args, settings)
+
+
+async def _config(args: argparse.Namespace, settings: Settings) -> int:
+    from bot import config_command
+
+    return await config_command.run(args, settings)
+
+
 def _first_bot_error(group: BaseExceptionGroup[BaseException]) -> BotError | None:
     for e in group.exceptions:
         if isinstance(e, BotError):
@@ -127,7 +165,7 @@ def _first_bot_error(group: BaseExceptionGroup[BaseException]) -> BotError | Non
 
 
 # Commands that open the database.
-_USES_DATABASE = ("run", "ask", "chat", "db")
+_USES_DATABASE = ("run", "ask", "chat", "db", "usage", "config")
 _DATABASE_EXAMPLES = "e.g. sqlite+aiosqlite:///./data/bot.db or postgresql+asyncpg://USER@HOST/DB"
 
 
@@ -174,6 +212,23 @@ def _settings_problem(e: Exception) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Starting a command builds a few hundred thousand long-lived objects (the
+    # SDKs' pydantic models, SQLAlchemy's tables): no cyclic-GC passes over
+    # them while importing (about a tenth of the start-up); _main freezes them.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _command(args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.settings import get_settings
+
     try:
         settings = get_settings()
     except Exception as e:  # pydantic ValidationError: name the bad variable

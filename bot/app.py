@@ -11,7 +11,10 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from pydantic import SecretStr
 
 from bot.settings import Settings
 from core.agent import Agent
@@ -26,6 +29,11 @@ from core.store.db import Database
 from core.store.media import MediaStore
 from core.store.repo import Repo
 from core.tasks import TaskTimeouts
+from core.telemetry import serving
+
+if TYPE_CHECKING:  # imported where used: only the command that runs a platform loads it
+    from adapters.discord.config import DiscordConfig
+    from adapters.slack.config import SlackConfig
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +93,9 @@ def agent_config(settings: Settings) -> AgentConfig:
         top_k=settings.top_k,
         selection=settings.model_selection,
         concurrency=settings.max_concurrent_tasks,
+        max_parallel_tasks=settings.max_parallel_tasks,
+        result_cache_entries=settings.result_cache_entries,
+        result_cache_bytes=int(settings.result_cache_mb * 1024 * 1024),
         task_timeouts=task_timeouts(settings),
         max_tasks=settings.max_tasks_per_plan,
         max_attachment_bytes=settings.max_attachment_bytes,
@@ -141,17 +152,78 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
     return ExpertRouter(settings.inference_mode, remote=remote, local=local)
 
 
+def discord_config(settings: Settings) -> DiscordConfig:
+    """The Discord adapter's config from the ``discord_*`` settings (adapters
+    never read the bot's settings themselves)."""
+    from adapters.discord.access import AccessPolicy
+    from adapters.discord.config import DiscordConfig
+
+    token = settings.discord_bot_token
+    return DiscordConfig(
+        token=token.get_secret_value() if token is not None else None,
+        dev_guild_ids=tuple(settings.discord_dev_guild_ids),
+        shard_ids=tuple(settings.discord_shard_ids) if settings.discord_shard_ids else None,
+        shard_count=settings.discord_shard_count,
+        access=AccessPolicy(
+            allowed_guilds=frozenset(settings.discord_allowed_guilds),
+            denied_guilds=frozenset(settings.discord_denied_guilds),
+            allowed_channels=frozenset(settings.discord_allowed_channels),
+            denied_channels=frozenset(settings.discord_denied_channels),
+            allowed_roles=frozenset(settings.discord_allowed_roles),
+            denied_roles=frozenset(settings.discord_denied_roles),
+        ),
+        admin_roles=frozenset(settings.discord_admin_roles),
+        max_attachment_bytes=settings.max_attachment_bytes,
+        api_base=settings.discord_api_base,
+    )
+
+
+def slack_config(settings: Settings) -> SlackConfig:
+    """The Slack adapter's config from the ``slack_*`` settings; a
+    :class:`ConfigError` saying what to set when a token is missing."""
+    from adapters.slack.config import SlackConfig
+
+    token = _secret(settings.slack_bot_token)
+    if not token:
+        raise ConfigError(
+            "SLACK_BOT_TOKEN is not set: create the app from "
+            "adapters/slack_manifest.yaml, install it and copy the xoxb- token."
+        )
+    app_token = _secret(settings.slack_app_token)
+    secret = _secret(settings.slack_signing_secret)
+    if not app_token and not secret:
+        raise ConfigError(
+            "Set SLACK_APP_TOKEN (xapp-…, Socket Mode) or SLACK_SIGNING_SECRET "
+            "(HTTP mode behind a load balancer) to receive Slack events."
+        )
+    return SlackConfig(
+        bot_token=token,
+        signing_secret=secret,
+        app_token=app_token,
+        http_port=settings.slack_http_port,
+        api_url=settings.slack_api_url,
+        max_file_bytes=settings.max_attachment_bytes,
+        admin_users=frozenset(settings.slack_admin_users),
+    )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    """A secret setting as text; empty (or blank) means unset."""
+    return (value.get_secret_value().strip() or None) if value is not None else None
+
+
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[tuple[Database, Repo, MediaStore]]:
     """The database (migrated to head) and the media directory."""
+    log.info("data directory %s (%s)", settings.data_dir, settings.data_dir_origin)
     db = Database(
         settings.database_url,
         pool_size=settings.database_pool_size,
         pool_timeout=settings.database_pool_timeout,
     )
     try:
-        await db.upgrade()
-        media = MediaStore(settings.media_dir)
+        await db.ensure_schema()  # one query when already at head
+        media = MediaStore(settings.media_path)
         yield db, Repo(db, media), media
     finally:
         await db.aclose()
@@ -160,6 +232,14 @@ async def open_store(settings: Settings) -> AsyncIterator[tuple[Database, Repo, 
 @asynccontextmanager
 async def open_agent(settings: Settings) -> AsyncIterator[Agent]:
     async with AsyncExitStack() as stack:
+        # /metrics when METRICS_PORT is set; spans when OTEL_EXPORTER_OTLP_ENDPOINT is
+        stack.enter_context(
+            serving(
+                metrics_port=settings.metrics_port,
+                metrics_host=settings.metrics_host,
+                otlp_endpoint=settings.otel_exporter_otlp_endpoint,
+            )
+        )
         llm = llm_from_settings(settings)
         stack.push_async_callback(llm.aclose)
         catalog = Catalog.load(settings.model_catalog)

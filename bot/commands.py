@@ -13,13 +13,24 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.app import llm_key, open_agent, open_store, router_from_settings
+from bot.app import (
+    discord_config,
+    llm_key,
+    open_agent,
+    open_store,
+    router_from_settings,
+    slack_config,
+)
 from bot.lifecycle import Lifecycle
 from bot.settings import Settings
 from core.catalog import Catalog
 from core.errors import ConfigError
 from core.routing import ExpertRouter
+
+if TYPE_CHECKING:
+    from core.store.media import PruneReport
 
 log = logging.getLogger("bot")
 
@@ -75,14 +86,8 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
     if "slack" in targets and not settings.slack_bot_token:
         raise ConfigError("Set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET).")
     # The rest of each platform's settings, in one line before anything starts.
-    if "discord" in targets:
-        from adapters.discord import DiscordConfig
-
-        DiscordConfig.from_settings(settings)
-    if "slack" in targets:
-        from adapters.slack import SlackConfig
-
-        SlackConfig.from_settings(settings)
+    discord_conf = discord_config(settings) if "discord" in targets else None
+    slack_conf = slack_config(settings) if "slack" in targets else None
     async with open_agent(settings) as agent:
 
         async def drain() -> None:
@@ -101,14 +106,17 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
 
         lifecycle.before_stop(drain)
         runners = []
-        if "discord" in targets:
+        if discord_conf is not None:
             from adapters.discord import run_discord
 
-            runners.append(run_discord(agent, settings))
-        if "slack" in targets:
+            runners.append(run_discord(agent, discord_conf))
+        if slack_conf is not None:
             from adapters.slack import run_slack
+            from core.store.feedback import FeedbackStore
 
-            runners.append(run_slack(agent, settings))
+            # 👍/👎 under answers in Slack's AI-app chat, kept with their turn
+            feedback = FeedbackStore(agent.repo.db)
+            runners.append(run_slack(agent, slack_conf, feedback=feedback))
         async with asyncio.TaskGroup() as tg:
             for r in runners:
                 tg.create_task(r)
@@ -118,16 +126,61 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
 async def db(args: argparse.Namespace, settings: Settings) -> int:
     async with open_store(settings) as (_db, repo, _media):
         if args.action == "prune-media":
-            removed, freed = await repo.prune_media()
-            print(
-                f"removed {removed} unused files ({freed / 1e6:.1f} MB) from {settings.media_dir}"
-            )
+            report = await repo.prune_media(older_than=settings.prune_min_age)
+            for line in prune_summary(report, settings.media_dir, settings.prune_min_age):
+                print(line)
             return 0
     print(f"database at {settings.database_url.split('@')[-1]} is at the latest revision")
     return 0
 
 
+def _files(n: int, what: str = "file") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _age(seconds: float) -> str:
+    """``1 hour``, ``90 minutes``, ``45 seconds``: the largest unit that is exact."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds >= size and seconds % size == 0:
+            return _files(int(seconds // size), unit)
+    return f"{seconds:g} seconds"
+
+
+def prune_summary(report: PruneReport, media_dir: Path | None, min_age: float) -> list[str]:
+    """What ``db prune-media`` did: removed, kept in use, kept as too young."""
+    lines = [
+        f"removed {_files(report.removed, 'unused file')} "
+        f"({report.freed / 1e6:.1f} MB) from {media_dir}"
+    ]
+    if report.kept_in_use:
+        lines.append(
+            f"kept {_files(report.kept_in_use)} that a conversation or an unfinished "
+            "request still uses"
+        )
+    if report.kept_recent:
+        lines.append(
+            f"kept {_files(report.kept_recent, 'unused file')} "
+            f"({report.kept_recent_bytes / 1e6:.1f} MB) younger than {_age(min_age)} "
+            "(grace period: a request still running may not have saved them yet; "
+            "PRUNE_MIN_AGE sets it)"
+        )
+    return lines
+
+
+def _unknown_task(task: str) -> str | None:
+    """None for a known task (by name or the paper's alias), else the message."""
+    from core.tasks import TASKS, canonical_task
+
+    if canonical_task(task) is not None:
+        return None
+    return f"unknown task {task!r}; known tasks: {', '.join(sorted(TASKS))}"
+
+
 async def models(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action == "list" and args.task and (problem := _unknown_task(args.task)):
+        log.info("models list: %s", problem)
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.action == "refresh":
         from core.catalog_refresh import refresh_catalog, write_catalog
         from core.tasks import TASKS
@@ -140,18 +193,21 @@ async def models(args: argparse.Namespace, settings: Settings) -> int:
             per_task=args.per_task,
             provider=settings.hf_provider,
         )
-        out = Path(args.output or settings.model_catalog or "data/catalog.jsonl")
+        out = Path(args.output or settings.model_catalog or settings.data_path / "catalog.jsonl")
         write_catalog(catalog, out)
         n = len(catalog.all())
         print(f"wrote {n} models for {len(catalog.tasks())} tasks to {out}")
         if not settings.model_catalog or Path(settings.model_catalog) != out:
             print(f"use it with MODEL_CATALOG={out}")
         return 0
+    from core.tasks import canonical_task
+
     catalog = Catalog.load(settings.model_catalog)
     router = router_from_settings(settings)
+    only = canonical_task(args.task) if args.task else None
     try:
         for a in router.availability(catalog):
-            if args.task and a.task != args.task:
+            if only and a.task != only:
                 continue
             if a.backends:
                 shown = [
@@ -197,7 +253,7 @@ async def discord(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("Set DISCORD_BOT_TOKEN (or DISCORD_TOKEN) to sync Discord commands.")
     from adapters.discord import sync_commands
 
-    await sync_commands(settings)
+    await sync_commands(discord_config(settings))
     return 0
 
 

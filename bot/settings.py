@@ -11,10 +11,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+import platformdirs
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 IntList = Annotated[list[int], NoDecode]
+
+APP_NAME = "hugginggpt-bot"
+# Before DATA_DIR existed the store lived in ./data of the working directory.
+LEGACY_DATA_DIR = Path("data")
+
+
+def default_data_dir() -> Path:
+    """The per-user data directory (``~/.local/share/hugginggpt-bot`` on Linux)."""
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def _legacy_data_dir() -> Path | None:
+    """``./data`` when it holds an earlier version's database or media files."""
+    here = Path.cwd() / LEGACY_DATA_DIR
+    if (here / "bot.db").is_file() or (here / "media").is_dir():
+        return here
+    return None
 
 
 def _csv(value: object) -> object:
@@ -73,7 +91,10 @@ class Settings(BaseSettings):
     top_k: int = 5
 
     # --- execution ---
-    max_concurrent_tasks: int = 4
+    max_concurrent_tasks: int = 4  # local inference calls at once in this process (CPU/GPU)
+    max_parallel_tasks: int = 8  # tasks of one request at once (hosted calls: no process limit)
+    result_cache_entries: int = 256  # model results reused within a conversation; 0: off
+    result_cache_mb: float = 64.0  # memory those results may hold; 0: off
     max_inflight_requests: int = 8  # turns one process runs at once; the rest queue in order
     job_lease_seconds: float = 60.0  # a dead process's turns are taken over after this
     job_poll_seconds: float = 2.0  # how often a process looks for queued or orphaned turns
@@ -96,10 +117,17 @@ class Settings(BaseSettings):
     history_turns: int = 10
 
     # --- storage ---
-    database_url: str = "sqlite+aiosqlite:///./data/bot.db"
+    # The SQLite database and media files. Unset: ./data when it already holds a
+    # database or media (earlier versions kept them there), else the per-user directory.
+    data_dir: Path | None = None
+    database_url: str = ""  # unset: SQLite at DATA_DIR/bot.db
     database_pool_size: int = 10  # connections per process (PostgreSQL allows ~100 in all)
     database_pool_timeout: float = 60.0  # seconds a request waits in line for a connection
-    media_dir: Path = Path("./data/media")
+    media_dir: Path | None = None  # unset: DATA_DIR/media
+    # `db prune-media` keeps unused files younger than this (seconds): a request still
+    # running writes its files before the rows that refer to them
+    prune_min_age: float = 3600.0
+    _data_dir_origin: str = PrivateAttr(default="")
 
     # --- Discord ---
     discord_bot_token: SecretStr | None = Field(
@@ -114,6 +142,7 @@ class Settings(BaseSettings):
     discord_denied_channels: IntList = []
     discord_allowed_roles: IntList = []
     discord_denied_roles: IntList = []
+    discord_admin_roles: IntList = []  # members are admins (/config, server usage, no quotas)
     discord_api_base: str | None = None  # REST API base override (self-hosted proxy, tests)
 
     # --- Slack ---
@@ -121,11 +150,18 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     slack_http_port: int = 3000
-    slack_admin_users: Annotated[list[str], NoDecode] = []  # user ids exempt from quotas
+    slack_admin_users: Annotated[list[str], NoDecode] = []  # admins (usage, config, no quotas)
     slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
 
     shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
     log_level: str | None = None  # INFO for `run`, WARNING for the terminal commands
+    # --- observability ---
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object a line (collectors)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # unset: no /metrics
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 (or ::) to let another host scrape it
+    # OpenTelemetry spans (the otel extra) to this OTLP/HTTP collector; the other OTEL_*
+    # variables are read from the environment by the exporter itself
+    otel_exporter_otlp_endpoint: str | None = None
 
     @field_validator(
         "discord_dev_guild_ids",
@@ -136,6 +172,7 @@ class Settings(BaseSettings):
         "discord_denied_channels",
         "discord_allowed_roles",
         "discord_denied_roles",
+        "discord_admin_roles",
         "local_download_allow",
         "slack_admin_users",
         mode="before",
@@ -143,6 +180,42 @@ class Settings(BaseSettings):
     @classmethod
     def _split_csv(cls, value: object) -> object:
         return _csv(value)
+
+    @model_validator(mode="after")
+    def _resolve_data_dir(self) -> Settings:
+        if self.data_dir is not None:
+            self.data_dir = self.data_dir.expanduser()
+            self._data_dir_origin = "DATA_DIR"
+        elif (legacy := _legacy_data_dir()) is not None:
+            self.data_dir = legacy
+            self._data_dir_origin = (
+                f"./data in the working directory holds an earlier version's data; "
+                f"set DATA_DIR to keep using it from anywhere, or move it to {default_data_dir()}"
+            )
+        else:
+            self.data_dir = default_data_dir()
+            self._data_dir_origin = "the per-user default; DATA_DIR changes it"
+        if not self.database_url:
+            self.database_url = f"sqlite+aiosqlite:///{(self.data_dir / 'bot.db').as_posix()}"
+        self.media_dir = (self.media_dir or self.data_dir / "media").expanduser()
+        return self
+
+    @property
+    def data_path(self) -> Path:
+        """``data_dir`` once resolved (the validator always sets it)."""
+        assert self.data_dir is not None
+        return self.data_dir
+
+    @property
+    def media_path(self) -> Path:
+        """``media_dir`` once resolved (the validator always sets it)."""
+        assert self.media_dir is not None
+        return self.media_dir
+
+    @property
+    def data_dir_origin(self) -> str:
+        """Why ``data_dir`` is where it is (for the start-up log line)."""
+        return self._data_dir_origin
 
 
 @lru_cache(maxsize=1)

@@ -1,8 +1,9 @@
 """The HuggingGPT agent: planning → model selection → execution → response.
 
-``Agent.handle`` is the one entry point every adapter uses.  It never raises
-for user-caused or upstream failures: a dead LLM, a bad attachment or a
-store that went away all end in a ``Reply`` with ``error=True`` and a
+``Agent.run`` is the one entry point every adapter uses: the request's typed
+events, then its reply (see :mod:`core.run`).  It never raises for
+user-caused or upstream failures: a dead LLM, a bad attachment or a store
+that went away all end in a ``Reply`` whose ``status`` says so, with a
 message fit for the user, plus a log line with the request id.
 """
 
@@ -13,10 +14,11 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from core import telemetry
 from core.catalog import Catalog, ModelInfo
 from core.checkpoint import Checkpoint, outcome_from_json, outcome_to_json
 from core.config import RESTARTING, STORE_DOWN, AgentConfig
@@ -29,10 +31,10 @@ from core.errors import (
     StoreUnavailable,
     TaskFailed,
 )
-from core.execution import Executor, TaskOutcome, with_handles
-from core.jobs import JobRunner, Outcome, TurnJob, TurnQueue
-from core.llm import LLM, Deadline, format_seconds
-from core.mediatypes import inspect_attachment
+from core.execution import Assignment, Executor, TaskOutcome, with_handles
+from core.jobs import Outcome, TurnQueue
+from core.llm import LLM, Deadline
+from core.mediatypes import inspect_attachment, sniff
 from core.planning import (
     RETRY_HINT,
     PlannedTask,
@@ -45,33 +47,53 @@ from core.planning import (
 )
 from core.ratelimit import QuotaLimiter, Quotas
 from core.response import Answer, fallback_answer, generate_response
+from core.result_cache import ResultCache
 from core.results import Blob, TaskResult
 from core.routing import ExpertRouter
-from core.selection import Selection, select_models
+from core.run import AgentRun, InFlight, run_to_end
+from core.selection import Selection, first_guesses, select_models
+from core.server_settings import ServerKey, ServerSettingsService, TurnSettings, apply_settings
 from core.store.handles import allocate_handle
 from core.store.jobs import Accepted, JobFence, JobStore
 from core.store.media import MediaStore
 from core.store.quotas import QuotaStore
 from core.store.repo import History, Repo, TurnRecord
+from core.store.server_settings import ServerSettingsStore
+from core.store.usage import UsageStore
+from core.tasks import canonical_task
 from core.turn import Turn, chat_log, record, states
 from core.types import (
+    AnswerDelta,
+    AnswerDiscarded,
     ConversationKey,
+    EventSink,
+    Job,
+    JobRunner,
     ModelChoice,
+    PastRequest,
     PlannedStep,
     PlanPreview,
-    Progress,
-    ProgressSink,
+    QueuePosition,
     Reply,
+    ReplyStatus,
     Request,
     Resource,
     Stage,
+    StageStarted,
+    StillWaiting,
     TaskRecord,
+    TasksChanged,
     TaskState,
-    TaskStatus,
+    Timings,
     Usage,
+    UsageLine,
+    UsageReport,
 )
+from core.usage import Caller, GroupBy, UsageTotals, parse_since, provider_resolver, turn_usage
 
 log = logging.getLogger(__name__)
+
+PREVIEW_KIND = "plan-preview"  # a /plan preview, kept as a job that never runs
 
 
 class Agent:
@@ -92,14 +114,23 @@ class Agent:
         self.media = media
         self.config = config or AgentConfig()
         self.limiter = QuotaLimiter(QuotaStore(repo.db), quotas(self.config))
+        # Usage per user, channel and server (/usage), and per-server settings (/config).
+        self.usage_store = UsageStore(repo.db)
+        self.server_settings = ServerSettingsService(ServerSettingsStore(repo.db), catalog=catalog)
+        self._provider_of = provider_resolver(catalog)
         self.executor = Executor(
-            router, concurrency=self.config.concurrency, timeouts=self.config.task_timeouts
+            router,
+            concurrency=self.config.concurrency,
+            max_parallel=self.config.max_parallel_tasks,
+            timeouts=self.config.task_timeouts,
+            cache=ResultCache(
+                max_entries=self.config.result_cache_entries,
+                max_bytes=self.config.result_cache_bytes,
+            ),
         )
         # Shutdown: stop taking requests, let the running ones finish (drain).
         self._closing = False
-        self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._inflight = InFlight()
         # Accepted requests, as durable jobs: ordered per conversation across
         # processes, at most max_inflight_requests at once here, resumed after a crash.
         self.jobs = TurnQueue(
@@ -114,17 +145,32 @@ class Agent:
         )
 
     # ------------------------------------------------------------------ API
+    def run(self, request: Request, *, job: Job | None = None) -> AgentRun:
+        """``async with agent.run(request) as run: async for event in run: …``
+        then ``run.reply`` (see :mod:`core.run`)."""
+        return AgentRun(
+            request.request_id, lambda emit: self._serve(request, emit, job), self._inflight
+        )
+
     async def handle(
-        self, request: Request, progress: ProgressSink | None = None, job: TurnJob | None = None
+        self, request: Request, events: EventSink | None = None, job: Job | None = None
     ) -> Reply:
-        if job is not None:  # claimed before any shutdown began: run it
-            return await self._handle(request, progress, job)
-        if self._closing:
-            turn = Turn(request)
-            log.info("request %s refused: shutting down", request.request_id)
-            return await self._persist(turn, self._reply(turn, RESTARTING, (), error=True))
-        async with self.busy():
-            return await self._handle(request, progress)
+        """:meth:`run` to the end, handing each event to ``events``."""
+        return await run_to_end(self.run(request, job=job), events)
+
+    async def _serve(self, request: Request, emit: EventSink, job: Job | None) -> Reply:
+        # Shutting down: a new request is refused (kept in the history); a job
+        # was claimed before the shutdown began, so it runs.
+        with telemetry.turn(request) as scope:
+            if job is None and self._closing:
+                turn = Turn(request)
+                log.info("request %s refused: shutting down", request.request_id)
+                reply = self._reply(turn, RESTARTING, (), status=ReplyStatus.REFUSED)
+                reply = await self._persist(turn, reply)
+            else:
+                reply = await self._turn(request, emit, job)
+            scope.finish(reply)
+            return reply
 
     # Durable turns (core.jobs): adapters accept, then process; runners run.
     def register_runner(self, kind: str, runner: JobRunner) -> None:
@@ -146,31 +192,18 @@ class Agent:
     async def process(self, job_id: int) -> Outcome:
         return await self.jobs.process(job_id)
 
-    @contextlib.asynccontextmanager
-    async def busy(self) -> AsyncIterator[None]:
-        """Mark work in progress that a shutdown must wait for; adapters wrap
-        a whole turn in it so posting the answer and files also finishes."""
-        self._inflight += 1
-        self._idle.clear()
-        try:
-            yield
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
-
     def begin_shutdown(self) -> int:
         """Refuse new requests from now on (accepted ones are handed on to the
         next process); returns how many are still running."""
         self._closing = True
-        return max(self._inflight, self.jobs.begin_shutdown())
+        return max(self._inflight.count, self.jobs.begin_shutdown())
 
     async def drain(self, grace: float) -> bool:
         """Wait until no request is running (True), or ``grace`` seconds passed (False)."""
         try:
             async with asyncio.timeout(grace):
                 await self.jobs.drain(grace)
-                await self._idle.wait()
+                await self._inflight.wait_idle()
         except TimeoutError:
             return False
         return True
@@ -185,30 +218,29 @@ class Agent:
         """Release every job this process holds (the composition root calls it)."""
         await self.jobs.aclose()
 
-    async def _handle(
-        self, request: Request, progress: ProgressSink | None, job: TurnJob | None = None
-    ) -> Reply:
-        emit = _safe_sink(progress, request.request_id)
+    async def _turn(self, request: Request, emit: EventSink, job: Job | None = None) -> Reply:
         lock = self._locks.setdefault(request.conversation, asyncio.Lock())
         if lock.locked():
-            await emit(Progress(Stage.PLANNING, "Waiting for the previous request here to finish"))
+            await emit(QueuePosition(0, conversation_busy=True))
         async with lock:
             cp = Checkpoint.from_json(job.checkpoint if job else None, self.media)
             if cp.reply is not None:
                 # Saved before the last process stopped: only the posting is left.
                 log.info("request %s: resumed with its answer saved already", request.request_id)
-                await emit(Progress(Stage.DONE, "done", ()))
                 return cp.reply
             turn = Turn(request)
             t0 = time.perf_counter()
             try:
                 reply = await self._run(turn, emit, job, cp)
-            except (RunFailed, InputRejected) as e:
+            except InputRejected as e:
+                log.warning("request %s refused: %s", request.request_id, e)
+                reply = self._reply(turn, str(e), (), status=ReplyStatus.REFUSED)
+            except RunFailed as e:
                 log.warning("request %s failed: %s", request.request_id, e)
-                reply = self._reply(turn, str(e), (), error=True)
+                reply = self._reply(turn, str(e), (), status=ReplyStatus.FAILED)
             except StoreUnavailable as e:
                 log.error("request %s: store unavailable: %s", request.request_id, e)
-                reply = self._reply(turn, STORE_DOWN, (), error=True)
+                reply = self._reply(turn, STORE_DOWN, (), status=ReplyStatus.FAILED)
             except Exception:
                 log.exception("request %s crashed", request.request_id)
                 reply = self._reply(
@@ -216,35 +248,141 @@ class Agent:
                     f"Something went wrong on my side (request {request.request_id}). "
                     "The details are in the log.",
                     (),
-                    error=True,
+                    status=ReplyStatus.FAILED,
                 )
             turn.timings["total"] = round(time.perf_counter() - t0, 3)
+            reply = replace(reply, timings=Timings.of(turn.timings))
             reply = await self._persist(turn, reply, job, cp)
-            await emit(Progress(Stage.DONE, "done", ()))
+            await self._record_usage(turn.request, reply)
             log.info(
-                "request %s done in %.2fs: %d tasks, %d llm calls, error=%s",
+                "request %s done in %.2fs: %d tasks, %d llm calls, %s",
                 request.request_id,
                 turn.timings["total"],
                 len(reply.tasks),
                 reply.usage.llm_calls,
-                reply.error,
+                reply.status,
             )
             return reply
+
+    # ------------------------------------------------------ usage, settings
+    async def usage(
+        self,
+        conversation: ConversationKey,
+        user_id: str,
+        *,
+        server_wide: bool = False,
+        is_admin: bool = False,
+        since: str | None = None,
+    ) -> UsageReport:
+        if server_wide and not is_admin:
+            raise InputRejected("Only the server's admins can see the whole server's usage.")
+        try:
+            start = parse_since(since) if since else None
+        except ValueError as e:
+            raise InputRejected(str(e)) from None
+        caller = Caller(conversation.platform, conversation.scope, user_id, is_admin)
+        where = caller.filters(start)[-1 if server_wide else 0]
+        turns = await self.usage_store.totals(GroupBy.SERVER, where)
+        rows = await self.usage_store.totals(GroupBy.MODEL, where)
+        lines = tuple(_usage_line(r) for r in rows)
+        total = UsageLine(
+            "total",
+            llm_calls=sum(x.llm_calls for x in lines),
+            prompt_tokens=sum(x.prompt_tokens for x in lines),
+            completion_tokens=sum(x.completion_tokens for x in lines),
+            model_calls=sum(x.model_calls for x in lines),
+            model_seconds=round(sum(x.model_seconds for x in lines), 3),
+            cost_usd=None
+            if all(x.cost_usd is None for x in lines)
+            else sum(x.cost_usd or 0.0 for x in lines),
+            unpriced_calls=sum(x.unpriced_calls for x in lines),
+        )
+        return UsageReport(
+            "server" if server_wide else "you",
+            start,
+            lines,
+            total,
+            turns=sum(r.requests for r in turns),
+        )
+
+    async def settings(self, conversation: ConversationKey) -> dict[str, str]:
+        current = await self.server_settings.for_conversation(conversation)
+        return _shown(current.stored())
+
+    async def configure(
+        self,
+        conversation: ConversationKey,
+        key: str,
+        value: str | None,
+        *,
+        user_id: str,
+        is_admin: bool,
+    ) -> dict[str, str]:
+        if not is_admin:
+            raise InputRejected("Only the server's admins can change its settings.")
+        server = ServerKey.of(conversation)
+        if server is None:
+            raise InputRejected("Settings are per server: there is none here (a direct message).")
+        if value is None:
+            new = await self.server_settings.unset(server, key, by=user_id)
+        else:
+            new = await self.server_settings.set(server, key, value, by=user_id)
+        return _shown(new.stored())
+
+    async def _turn_settings(self, request: Request) -> TurnSettings:
+        """What this turn runs with: the deployment's settings changed by its
+        server's (the deployment's alone when the store cannot say)."""
+        try:
+            server = await self.server_settings.for_conversation(request.conversation)
+        except StoreUnavailable as e:
+            log.error("request %s: server settings unavailable: %s", request.request_id, e)
+            server = None
+        return apply_settings(
+            server,
+            runnable=self.router.runnable_tasks(self.catalog),
+            catalog=self.catalog,
+            selection="downloads" if self.config.selection == "downloads" else "llm",
+            quotas=self.limiter.quotas,
+            llm_model=self.llm.model,
+            usable=lambda task, m: bool(self.router.usable_models(task, [m])),
+        )
+
+    async def _record_usage(self, request: Request, reply: Reply) -> None:
+        """One usage row per turn (a resumed turn recording again is ignored);
+        never fails the turn."""
+        try:
+            await self.usage_store.record(
+                turn_usage(
+                    request,
+                    reply.usage,
+                    reply.tasks,
+                    llm_model=self.llm.model,
+                    error=reply.error,
+                    provider_of=self._provider_of,
+                )
+            )
+        except (StoreUnavailable, StoreRejected) as e:
+            log.error("request %s: usage not recorded: %s", request.request_id, e)
 
     async def plan_only(self, request: Request) -> PlanPreview:
         usage = Usage()
         try:
             # The same checks and quotas as a request that runs (/plan costs LLM calls too).
-            await self._check_request(request)
+            ts = await self._turn_settings(request)
+            await self._check_request(request, ts)
             try:
-                plan, selections = await self._preview(request, usage)
+                with self.llm.using(ts.llm_model):
+                    plan, selections = await self._preview(request, usage, ts)
             finally:
-                await self._charge(request, usage)
-        except (RunFailed, InputRejected) as e:
-            return PlanPreview((), usage, str(e), error=True)
+                await self._charge(request, usage, ts)
+        except InputRejected as e:
+            return PlanPreview((), usage, ReplyStatus.REFUSED, str(e))
+        except RunFailed as e:
+            log.warning("plan preview failed: %s", e)
+            return PlanPreview((), usage, ReplyStatus.FAILED, str(e))
         except StoreUnavailable as e:
             log.error("plan preview: store unavailable: %s", e)
-            return PlanPreview((), usage, STORE_DOWN, error=True)
+            return PlanPreview((), usage, ReplyStatus.FAILED, STORE_DOWN)
         steps = tuple(
             PlannedStep(
                 t.id,
@@ -253,32 +391,105 @@ class Agent:
                 dict(t.args),
                 selections[t.id].model.id if t.id in selections else None,
                 selections[t.id].reason if t.id in selections else None,
+                typical_seconds=self.config.task_timeouts.typical(t.task),
+                max_seconds=self.config.task_timeouts.for_task(t.task),
             )
             for t in plan
         )
-        note = "" if plan else "No model is needed: I would answer directly."
-        return PlanPreview(steps, usage, note)
+        await self._remember_preview(request, steps, usage)
+        return PlanPreview(steps, usage)  # no steps: answered directly, without a model
+
+    async def _remember_preview(
+        self, request: Request, steps: tuple[PlannedStep, ...], usage: Usage
+    ) -> None:
+        """Keep the preview, so it can be approved and run as it is (``recall``)."""
+        try:
+            await self.jobs.store.remember(
+                kind=PREVIEW_KIND,
+                conversation=str(request.conversation),
+                payload=_preview_to_json(request, steps, usage),
+                request_id=request.request_id,
+                now=self.jobs.clock(),
+            )
+        except (StoreUnavailable, StoreRejected) as e:
+            log.error("request %s: the plan preview was not kept: %s", request.request_id, e)
+
+    async def recall(self, request_id: str) -> PastRequest | None:
+        row = await self.jobs.store.by_request(request_id)
+        if row is not None and row.kind == PREVIEW_KIND:
+            return _preview_from_json(request_id, row.payload)
+        asked = await self.repo.asked(request_id)
+        if asked is None:
+            return None
+        key, user_id, text = asked
+        cp = Checkpoint.from_json(row.checkpoint if row is not None else None, self.media)
+        reply = cp.reply
+        ran = {t.id: t.model for t in reply.tasks} if reply is not None else {}
+        steps = tuple(
+            PlannedStep(
+                t.id,
+                t.task,
+                tuple(t.dep),
+                dict(t.args),
+                ran.get(t.id) or (cp.selections[t.id][0] if t.id in cp.selections else None),
+                cp.selections[t.id][1] if t.id in cp.selections else None,
+            )
+            for t in cp.plan or ()
+        )
+        return PastRequest(
+            request_id, key, user_id, text, steps, reply, reply.usage if reply else Usage()
+        )
+
+    def _approved(self, turn: Turn) -> tuple[list[PlannedTask], dict[int, Selection]]:
+        """The request's approved plan, checked as a planned one is, and each
+        step's model where it is still a usable candidate."""
+        steps = turn.request.plan or ()
+        plan = [
+            PlannedTask(s.id, canonical_task(s.task) or s.task, list(s.dep), dict(s.args))
+            for s in steps
+        ]
+        runnable = (
+            list(turn.settings.runnable)
+            if turn.settings
+            else self.router.runnable_tasks(self.catalog)
+        )
+        try:
+            check_plan(
+                plan, handles=turn.handles(), runnable=runnable, max_tasks=self.config.max_tasks
+            )
+        except PlanError as e:
+            why = str(e).replace(RETRY_HINT, "").strip()
+            raise InputRejected(f"That plan cannot run here any more: {why}") from e
+        candidates = self._candidates(plan, turn.settings)
+        pinned: dict[int, Selection] = {}
+        for step in steps:
+            usable = {m.id: m for m in candidates.get(step.id, ())}
+            if step.model in usable:
+                pinned[step.id] = Selection(usable[step.model], step.reason or "", False)
+        return plan, pinned
 
     async def _preview(
-        self, request: Request, usage: Usage
+        self, request: Request, usage: Usage, ts: TurnSettings
     ) -> tuple[list[PlannedTask], dict[int, Selection]]:
         history = await self.repo.load_history(
             request.conversation, turns=self.config.history_turns
         )
         handles = {h: r.kind for h, r in history.resources.items()}
         for a in request.attachments:
-            kind = inspect_attachment(
+            # Decoding is CPU-bound: off the event loop, like the uploads of a turn.
+            checked = await asyncio.to_thread(
+                inspect_attachment,
                 a.name,
                 a.mime,
                 a.data,
                 max_bytes=self.config.max_attachment_bytes,
                 max_pixels=self.config.max_image_pixels,
-            ).kind
-            handles[allocate_handle(set(handles), a.name)] = kind
+            )
+            handles[allocate_handle(set(handles), a.name)] = checked.kind
         async with self._llm_stage(Stage.PLANNING, None):
-            plan = await self._plan(request, history, handles, usage)
+            plan = await self._plan(request, history, handles, usage, ts.runnable)
         async with self._llm_stage(Stage.SELECTING, None):
-            selections = await self._select(request, plan, usage)
+            selections = await self._select(request, plan, usage, ts=ts)
         return plan, selections
 
     async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
@@ -293,8 +504,20 @@ class Agent:
     async def read_file(self, resource: Resource) -> bytes:
         return await self.repo.read(resource)
 
+    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
+        from core.experts.images import fit_image  # numpy: not at start-up (the CLI)
+
+        try:
+            return await asyncio.to_thread(fit_image, data, max_bytes)
+        except ValueError:  # not an image, or cannot be made that small
+            return None
+
+    def sniff(self, data: bytes) -> str | None:
+        found = sniff(data)
+        return found.mime if found is not None else None
+
     # ------------------------------------------------------------- stages
-    async def _check_request(self, req: Request) -> None:
+    async def _check_request(self, req: Request, ts: TurnSettings | None = None) -> None:
         """Refuse what no plan can use, and what is over a quota, before any
         work (and any LLM cost); a request that passes is counted."""
         if len(req.attachments) > self.config.max_attachments:
@@ -310,67 +533,55 @@ class Agent:
             )
         if not req.text.strip() and not req.attachments:
             raise InputRejected("Your message is empty: tell me what you would like me to do.")
-        await self.limiter.admit(req)  # QuotaExceeded (an InputRejected) when over
+        await self.limiter.admit(
+            req, ts.quotas if ts else None
+        )  # QuotaExceeded (an InputRejected) when over
 
-    async def _charge(self, req: Request, usage: Usage) -> None:
+    async def _charge(self, req: Request, usage: Usage, ts: TurnSettings | None = None) -> None:
         """Add the request's LLM tokens to its quotas (never fails the request)."""
         try:
-            await self.limiter.charge(req, usage)
+            await self.limiter.charge(req, usage, ts.quotas if ts else None)
         except StoreUnavailable as e:
             log.error("request %s: could not count its LLM tokens: %s", req.request_id, e)
 
     @contextlib.asynccontextmanager
     async def _llm_stage(
-        self, stage: Stage, emit: ProgressSink | None, tasks: tuple[TaskState, ...] = ()
-    ) -> AsyncIterator[None]:
+        self, stage: Stage, emit: EventSink | None, tasks: tuple[TaskState, ...] = ()
+    ) -> AsyncIterator[_Notices]:
         """One deadline for every LLM call inside (LLM_TIMEOUT, retries and
-        re-asks included) and, while they last, a "still waiting" progress
-        event every ``llm_wait_notice`` seconds."""
+        re-asks included) and, while they last, a :class:`StillWaiting` event
+        every ``llm_wait_notice`` seconds (until the stage says it stopped
+        waiting: the answer's first words arrived)."""
         with self.llm.stage() as deadline:
             every = self.config.llm_wait_notice
-            notices = None
+            notices = _Notices()
             if emit is not None and every > 0:
-                notices = asyncio.create_task(
-                    self._still_waiting(stage, emit, tasks, deadline, every),
+                notices.task = asyncio.create_task(
+                    _still_waiting(stage, emit, tasks, deadline, every),
                     name=f"llm-wait-{stage.value}",
                 )
             try:
-                yield
+                yield notices
             finally:
-                if notices is not None:
-                    notices.cancel()
-                    await asyncio.wait([notices])
-
-    @staticmethod
-    async def _still_waiting(
-        stage: Stage,
-        emit: ProgressSink,
-        tasks: tuple[TaskState, ...],
-        deadline: Deadline,
-        every: float,
-    ) -> None:
-        n = 1
-        while True:
-            await asyncio.sleep(max(0.0, n * every - deadline.elapsed()))
-            n += 1
-            waited = deadline.elapsed()
-            attempt = f", attempt {deadline.attempts}" if deadline.attempts > 1 else ""
-            detail = f"Still waiting for the language model ({format_seconds(waited)}{attempt})"
-            await emit(Progress(stage, detail, tasks, waited=waited))
+                notices.stop()
+                if notices.task is not None:
+                    await asyncio.wait([notices.task])
 
     async def _run(
         self,
         turn: Turn,
-        emit: ProgressSink,
-        job: TurnJob | None = None,
+        emit: EventSink,
+        job: Job | None = None,
         cp: Checkpoint | None = None,
     ) -> Reply:
         cp = cp or Checkpoint()
+        turn.settings = ts = await self._turn_settings(turn.request)
         if not cp.started:  # a resumed request passed its checks (and was counted) before
-            await self._check_request(turn.request)
+            await self._check_request(turn.request, ts)
         earlier = replace(cp.usage)  # charged by the process that spent it
         try:
-            return await self._stages(turn, emit, _Progress(self, job, cp))
+            with self.llm.using(ts.llm_model):
+                return await self._stages(turn, emit, _Progress(self, job, cp))
         finally:
             spent = turn.usage
             await self._charge(
@@ -380,18 +591,14 @@ class Agent:
                     spent.prompt_tokens - earlier.prompt_tokens,
                     spent.completion_tokens - earlier.completion_tokens,
                 ),
+                ts,
             )
 
-    async def _stages(self, turn: Turn, emit: ProgressSink, saved: _Progress) -> Reply:
+    async def _stages(self, turn: Turn, emit: EventSink, saved: _Progress) -> Reply:
         req = turn.request
         cp = saved.cp
         resumed = cp.started
-        await emit(
-            Progress(
-                Stage.PLANNING,
-                "Resuming where I stopped" if resumed else "Reading the conversation and planning",
-            )
-        )
+        await emit(StageStarted(Stage.PLANNING, resumed=resumed))
         turn.history = await self.repo.load_history(
             req.conversation, turns=self.config.history_turns
         )
@@ -413,59 +620,76 @@ class Agent:
         if cp.plan is not None:
             plan = cp.plan
             log.info("request %s resumed with its plan of %d tasks", req.request_id, len(plan))
+        elif req.plan is not None:  # approved: no planning, no selection call
+            plan, pinned = self._approved(turn)
+            cp.plan = list(plan)
+            cp.select(pinned)
+            await saved.save(turn)
+            log.info("request %s runs its approved plan of %d tasks", req.request_id, len(plan))
         else:
-            t = time.perf_counter()
-            handles = turn.handles()
-            async with self._llm_stage(Stage.PLANNING, emit):
-                plan = await self._plan(req, turn.history, handles, turn.usage)
-            turn.timings["planning"] = round(time.perf_counter() - t, 3)
-            log.info("request %s planned %d tasks", req.request_id, len(plan))
+            with telemetry.stage("planning") as st:
+                handles = turn.handles()
+                async with self._llm_stage(Stage.PLANNING, emit):
+                    runnable = turn.settings.runnable if turn.settings else None
+                    plan = await self._plan(req, turn.history, handles, turn.usage, runnable)
+                st.note(tasks=len(plan))
+            turn.timings["planning"] = st.seconds
 
         outcomes: dict[int, TaskOutcome] = {}
         if plan:
-            if cp.plan is not None:
-                selections = self._restore_selections(plan, cp)
-            else:
-                await emit(Progress(Stage.SELECTING, f"Choosing models for {len(plan)} task(s)"))
-                t = time.perf_counter()
-                async with self._llm_stage(Stage.SELECTING, emit):
-                    selections = await self._select(req, plan, turn.usage)
-                turn.timings["selection"] = round(time.perf_counter() - t, 3)
-                log.info(
-                    "request %s selected %s",
-                    req.request_id,
-                    ", ".join(f"{i}:{s.model.id}" for i, s in sorted(selections.items()))
-                    or "nothing",
-                )
-            if cp.plan is None:
-                cp.plan = list(plan)
-                cp.select(selections)
-                await saved.save(turn)
-            t = time.perf_counter()
-            outcomes = await self._execute(
-                turn,
-                plan,
-                selections,
-                emit,
-                finished_before=await self._restore_outcomes(turn, cp),
-                on_finished=saved.task_finished(turn),
-            )
-            turn.timings["execution"] = round(time.perf_counter() - t, 3)
-            log.info(
-                "request %s ran %s in %.2fs",
-                req.request_id,
-                ", ".join(f"{o.id}:{o.status.value}" for o in outcomes.values()),
-                turn.timings["execution"],
-            )
+            with telemetry.stage("execution") as st:
+                if cp.plan is not None:  # resumed or approved: the models chosen then
+                    selections = self._restore_selections(plan, cp)
+                    outcomes = await self._execute(
+                        turn,
+                        plan,
+                        _ordered(self._candidates(plan, turn.settings), selections),
+                        emit,
+                        reasons={k: v.reason for k, v in selections.items()},
+                        finished_before=await self._restore_outcomes(turn, cp),
+                        on_finished=saved.task_finished(turn),
+                    )
+                else:
+                    outcomes = await self._select_and_execute(turn, plan, emit, saved)
+                st.note(tasks=",".join(f"{o.id}:{o.status.value}" for o in outcomes.values()))
+            turn.timings["execution"] = st.seconds
         elif cp.plan is None:
             cp.plan = []
             await saved.save(turn)
 
         records = tuple(record(outcomes[t.id], t) for t in plan if t.id in outcomes)
-        await emit(Progress(Stage.ANSWERING, "Writing the answer", states(outcomes)))
-        t = time.perf_counter()
+        with telemetry.stage("answer") as st:
+            answer = await self._answer(turn, records, states(outcomes), emit)
+            st.note(fallback=answer.fallback)
+        turn.timings["response"] = st.seconds
+        # A fallback answer is marked so callers can tell the answer stage failed.
+        status = ReplyStatus.FALLBACK if answer.fallback else ReplyStatus.ANSWERED
+        return self._reply(turn, answer.text, records, status=status)
+
+    async def _answer(
+        self,
+        turn: Turn,
+        records: tuple[TaskRecord, ...],
+        tasks: tuple[TaskState, ...],
+        emit: EventSink,
+    ) -> Answer:
+        """Stage 4, streamed: each piece of the answer goes out as an
+        :class:`AnswerDelta` as the model writes it.  When the call fails
+        (also midway) the answer is built from the records instead, after an
+        :class:`AnswerDiscarded` if words had gone out already."""
+        req = turn.request
+        await emit(StageStarted(Stage.ANSWERING, tasks=tasks))
+        streamed = False
         try:
-            async with self._llm_stage(Stage.ANSWERING, emit, states(outcomes)):
+            async with self._llm_stage(Stage.ANSWERING, emit, tasks) as waiting:
+
+                async def delta(text: str) -> None:
+                    nonlocal streamed
+                    if not streamed:
+                        streamed = True
+                        waiting.stop()  # the model is answering: no more "still waiting"
+                    await emit(AnswerDelta(text))
+
                 answer = await generate_response(
                     self.llm,
                     request_text=req.text,
@@ -474,18 +698,27 @@ class Agent:
                     files=tuple(turn.generated),
                     usage=turn.usage,
                     max_tokens=self.config.answer_max_tokens,
+                    on_delta=delta,
+                    instruction=turn.settings.answer_instruction() if turn.settings else None,
                 )
         except RunFailed as e:
             log.warning("request %s: response stage failed: %s", req.request_id, e)
             answer = Answer(fallback_answer(records, tuple(turn.generated), str(e)), fallback=True)
-        turn.timings["response"] = round(time.perf_counter() - t, 3)
-        # A fallback answer is marked so callers can tell the answer stage failed.
-        return replace(self._reply(turn, answer.text, records), fallback=answer.fallback)
+        if answer.fallback and streamed:
+            await emit(AnswerDiscarded("the answer broke off; the results are given instead"))
+        return answer
 
     async def _plan(
-        self, req: Request, history: History, handles: dict[str, str], usage: Usage
+        self,
+        req: Request,
+        history: History,
+        handles: dict[str, str],
+        usage: Usage,
+        offered: Sequence[str] | None = None,
     ) -> list[PlannedTask]:
-        runnable = self.router.runnable_tasks(self.catalog)
+        runnable = (
+            list(offered) if offered is not None else self.router.runnable_tasks(self.catalog)
+        )
         messages = build_planning_messages(
             request_text=req.text,
             chat_log=chat_log(history),
@@ -533,27 +766,101 @@ class Agent:
         check_plan(plan, handles=handles, runnable=runnable, max_tasks=self.config.max_tasks)
         return plan
 
+    async def _select_and_execute(
+        self, turn: Turn, plan: Sequence[PlannedTask], emit: EventSink, saved: _Progress
+    ) -> dict[int, TaskOutcome]:
+        """Stages 2 and 3 at once: each task starts on its most downloaded
+        candidate while the LLM chooses (one batched call, or none when no
+        task has a choice).  A guess that finished first is kept; the choice
+        redirects what has not finished, and when every task finished first
+        the call is cancelled (:mod:`core.execution`).  The plan and the
+        models in force are checkpointed together, before any task's result."""
+        req = turn.request
+        candidates = self._candidates(plan, turn.settings)
+        guesses = first_guesses(plan, candidates)
+        await emit(StageStarted(Stage.SELECTING, planned=len(plan)))
+        chosen: dict[int, Selection] = {}
+
+        async def choose() -> Assignment:
+            timer: telemetry.StageTimer | None = None
+            try:
+                with telemetry.stage("selection") as timer:
+                    async with self._llm_stage(Stage.SELECTING, emit):
+                        chosen.update(
+                            await self._select(req, plan, turn.usage, candidates, turn.settings)
+                        )
+                    timer.note(
+                        models=",".join(f"{i}:{s.model.id}" for i, s in sorted(chosen.items()))
+                        or "none"
+                    )
+            except asyncio.CancelledError:
+                log.info(
+                    "request %s: every task finished on its first candidate; selection cancelled",
+                    req.request_id,
+                )
+                raise
+            finally:
+                if timer is not None:
+                    turn.timings["selection"] = timer.seconds
+            reasons = {k: v.reason for k, v in chosen.items()}
+            return Assignment(_ordered(candidates, chosen), reasons)
+
+        async def record(final: Assignment) -> None:
+            """The models in force (chosen, or guesses that finished first), with the plan."""
+            selections: dict[int, Selection] = {}
+            for i, models in final.candidates.items():
+                if models:
+                    pick = chosen.get(i)
+                    by_llm = pick is not None and pick.by_llm and pick.model.id == models[0].id
+                    selections[i] = Selection(models[0], final.reasons.get(i, ""), by_llm)
+            saved.cp.plan = list(plan)
+            saved.cp.select(selections)
+            await saved.save(turn)
+
+        return await self._execute(
+            turn,
+            plan,
+            candidates,
+            emit,
+            reasons={k: v.reason for k, v in guesses.items()},
+            choice=choose(),
+            on_chosen=record,
+            on_finished=saved.task_finished(turn),
+        )
+
     async def _select(
-        self, req: Request, plan: Sequence[PlannedTask], usage: Usage
+        self,
+        req: Request,
+        plan: Sequence[PlannedTask],
+        usage: Usage,
+        candidates: dict[int, list[ModelInfo]] | None = None,
+        ts: TurnSettings | None = None,
     ) -> dict[int, Selection]:
-        candidates = self._candidates(plan)
+        if candidates is None:
+            candidates = self._candidates(plan, ts)
+        mode = ts.selection if ts else self.config.selection
         return await select_models(
             self.llm,
             plan,
             candidates,
             request_text=req.text,
             usage=usage,
-            mode="downloads" if self.config.selection == "downloads" else "llm",
+            mode="downloads" if mode == "downloads" else "llm",
             max_tokens=self.config.selection_max_tokens,
         )
 
-    def _candidates(self, plan: Sequence[PlannedTask]) -> dict[int, list[ModelInfo]]:
-        return {
-            t.id: self.router.usable_models(t.task, self.catalog.models(t.task))[
+    def _candidates(
+        self, plan: Sequence[PlannedTask], ts: TurnSettings | None = None
+    ) -> dict[int, list[ModelInfo]]:
+        """Each task's candidates: the top ``top_k`` usable models by
+        downloads, or the model its server pinned for the task alone."""
+        out: dict[int, list[ModelInfo]] = {}
+        for t in plan:
+            ranked = self.router.usable_models(t.task, self.catalog.models(t.task))[
                 : self.config.top_k
             ]
-            for t in plan
-        }
+            out[t.id] = ts.candidates(t.task, ranked) if ts else ranked
+        return out
 
     def _restore_selections(
         self, plan: Sequence[PlannedTask], cp: Checkpoint
@@ -591,26 +898,20 @@ class Agent:
         self,
         turn: Turn,
         plan: Sequence[PlannedTask],
-        selections: dict[int, Selection],
-        emit: ProgressSink,
+        candidates: dict[int, list[ModelInfo]],
+        emit: EventSink,
         *,
+        reasons: dict[int, str] | None = None,
         finished_before: dict[int, TaskOutcome] | None = None,
         on_finished: Any = None,
+        choice: Awaitable[Assignment] | None = None,
+        on_chosen: Callable[[Assignment], Awaitable[None]] | None = None,
     ) -> dict[int, TaskOutcome]:
-        candidates = self._candidates(plan)
-        ordered: dict[int, list[ModelInfo]] = {}
-        for t in plan:
-            chosen = selections.get(t.id)
-            rest = [m for m in candidates[t.id] if not chosen or m.id != chosen.model.id]
-            ordered[t.id] = ([chosen.model] if chosen else []) + rest
+        """Run ``plan`` on ``candidates`` (the chosen model first; while
+        ``choice`` is pending, a guess that it corrects)."""
 
         async def listener(states: tuple[TaskState, ...]) -> None:
-            done = sum(
-                s.status in (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.SKIPPED) for s in states
-            )
-            await emit(
-                Progress(Stage.RUNNING, f"Running tasks ({done}/{len(states)} finished)", states)
-            )
+            await emit(TasksChanged(states))
 
         async def load_handle(handle: str) -> Blob:
             r = turn.resource(handle)
@@ -633,34 +934,42 @@ class Agent:
 
         return await self.executor.run(
             plan,
-            ordered,
+            candidates,
             load_handle=load_handle,
             listener=listener,
-            reasons={k: v.reason for k, v in selections.items()},
+            reasons=reasons,
             save_result=save_result,
             finished_before=finished_before,
             on_finished=on_finished,
+            choice=choice,
+            on_chosen=on_chosen,
+            scope=repr(turn.request.conversation),  # every field, unambiguously
         )
 
     # ------------------------------------------------------------ finishing
     def _reply(
-        self, turn: Turn, text: str, records: tuple[TaskRecord, ...], *, error: bool = False
+        self,
+        turn: Turn,
+        text: str,
+        records: tuple[TaskRecord, ...],
+        *,
+        status: ReplyStatus = ReplyStatus.ANSWERED,
     ) -> Reply:
         return Reply(
             text=text,
             files=tuple(turn.generated),
             tasks=records,
-            timings=turn.timings,
+            timings=Timings.of(turn.timings),
             usage=turn.usage,
             request_id=turn.request.request_id,
-            error=error,
+            status=status,
         )
 
     async def _persist(
         self,
         turn: Turn,
         reply: Reply,
-        job: TurnJob | None = None,
+        job: Job | None = None,
         cp: Checkpoint | None = None,
     ) -> Reply:
         record = TurnRecord(turn.request, tuple(turn.uploads), reply)
@@ -692,7 +1001,7 @@ class _Progress:
     Writes are serialised, each with the newest state, so a slower write
     never overwrites a newer one."""
 
-    def __init__(self, agent: Agent, job: TurnJob | None, cp: Checkpoint) -> None:
+    def __init__(self, agent: Agent, job: Job | None, cp: Checkpoint) -> None:
         self.agent = agent
         self.job = job
         self.cp = cp
@@ -726,13 +1035,127 @@ def quotas(config: AgentConfig) -> Quotas:
     )
 
 
-def _safe_sink(progress: ProgressSink | None, request_id: str) -> ProgressSink:
-    async def emit(p: Progress) -> None:
-        if progress is None:
-            return
-        try:
-            await progress(p)
-        except Exception:  # rendering progress must never fail the request
-            log.exception("request %s: progress sink failed", request_id)
+def _ordered(
+    candidates: dict[int, list[ModelInfo]], selections: dict[int, Selection]
+) -> dict[int, list[ModelInfo]]:
+    """Each task's candidates with its chosen model first."""
+    ordered: dict[int, list[ModelInfo]] = {}
+    for task_id, models in candidates.items():
+        chosen = selections.get(task_id)
+        rest = [m for m in models if not chosen or m.id != chosen.model.id]
+        ordered[task_id] = ([chosen.model] if chosen else []) + rest
+    return ordered
 
-    return emit
+
+class _Notices:
+    """The "still waiting" notices of one LLM stage (a task, until stopped)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+async def _still_waiting(
+    stage: Stage,
+    emit: EventSink,
+    tasks: tuple[TaskState, ...],
+    deadline: Deadline,
+    every: float,
+) -> None:
+    n = 1
+    while True:
+        await asyncio.sleep(max(0.0, n * every - deadline.elapsed()))
+        n += 1
+        await emit(StillWaiting(stage, deadline.elapsed(), max(1, deadline.attempts), tasks))
+
+
+def _usage_line(r: UsageTotals) -> UsageLine:
+    kind, model, provider = (*r.key, "", "", "")[:3]
+    label = f"{model} (language model)" if kind == "llm" else model
+    if provider:
+        label = f"{label} via {provider}"
+    return UsageLine(
+        label or "?",
+        llm_calls=r.llm_calls,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        model_calls=r.model_calls,
+        model_seconds=round(r.model_seconds, 3),
+        cost_usd=r.cost_usd,
+        unpriced_calls=r.unpriced_calls,
+    )
+
+
+def _shown(stored: dict[str, Any]) -> dict[str, str]:
+    """Settings as text: lists comma-separated, pins as ``pinned_model.TASK``."""
+    out: dict[str, str] = {}
+    for key, value in stored.items():
+        if isinstance(value, dict):
+            out.update({f"pinned_model.{k}": str(v) for k, v in value.items()})
+        elif isinstance(value, list | tuple):
+            out[key] = ", ".join(str(v) for v in value)
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _step_to_json(s: PlannedStep) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "task": s.task,
+        "dep": list(s.dep),
+        "args": dict(s.args),
+        "model": s.model,
+        "reason": s.reason,
+        "typical_seconds": s.typical_seconds,
+        "max_seconds": s.max_seconds,
+        "cost_usd": s.cost_usd,
+    }
+
+
+def _step_from_json(d: dict[str, Any]) -> PlannedStep:
+    def num(v: Any) -> float | None:
+        return float(v) if isinstance(v, int | float) else None
+
+    return PlannedStep(
+        int(d["id"]),
+        str(d["task"]),
+        tuple(int(x) for x in d.get("dep") or ()),
+        {str(k): str(v) for k, v in (d.get("args") or {}).items()},
+        d.get("model"),
+        d.get("reason"),
+        num(d.get("typical_seconds")),
+        num(d.get("max_seconds")),
+        num(d.get("cost_usd")),
+    )
+
+
+def _preview_to_json(
+    request: Request, steps: tuple[PlannedStep, ...], usage: Usage
+) -> dict[str, Any]:
+    key = request.conversation
+    return {
+        "preview": {
+            "key": [key.platform, key.scope, key.channel, key.thread],
+            "user_id": request.user_id,
+            "text": request.text,
+            "steps": [_step_to_json(s) for s in steps],
+            "usage": [usage.llm_calls, usage.prompt_tokens, usage.completion_tokens],
+        }
+    }
+
+
+def _preview_from_json(request_id: str, payload: dict[str, Any]) -> PastRequest:
+    d = payload["preview"]
+    return PastRequest(
+        request_id,
+        ConversationKey(*d["key"]),
+        str(d["user_id"]),
+        str(d["text"]),
+        tuple(_step_from_json(x) for x in d["steps"]),
+        None,
+        Usage(*d.get("usage") or (0, 0, 0)),
+    )

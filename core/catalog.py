@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -141,6 +141,10 @@ class Catalog:
 
     def models(self, task: str) -> list[ModelInfo]:
         return list(self._by_task.get(task, ()))
+
+    def ranked(self, task: str) -> Sequence[ModelInfo]:
+        """The task's models, most downloaded first, without a copy (read only)."""
+        return self._by_task.get(task, ())
 
     def candidates(self, task: str, k: int = 5) -> list[ModelInfo]:
         """The top ``k`` models for ``task`` by downloads."""

@@ -24,7 +24,7 @@ from core.planning import PlannedTask
 from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskResult
 from core.selection import Selection
 from core.store.media import MediaStore
-from core.types import Reply, Resource, TaskRecord, TaskStatus, Usage
+from core.types import Reply, ReplyStatus, Resource, TaskRecord, TaskStatus, Timings, Usage
 
 VERSION = 1
 
@@ -211,8 +211,7 @@ def reply_to_json(r: Reply, media: MediaStore) -> dict[str, Any]:
         "timings": dict(r.timings),
         "usage": usage_to_json(r.usage),
         "request_id": r.request_id,
-        "error": r.error,
-        "fallback": r.fallback,
+        "status": r.status.value,
     }
 
 
@@ -221,12 +220,20 @@ def reply_from_json(d: dict[str, Any], media: MediaStore) -> Reply:
         text=str(d["text"]),
         files=tuple(resource_from_json(f, media) for f in d.get("files", ())),
         tasks=tuple(record_from_json(t) for t in d.get("tasks", ())),
-        timings=dict(d.get("timings") or {}),
+        timings=Timings.of(d.get("timings") or {}),
         usage=usage_from_json(d.get("usage")),
         request_id=str(d.get("request_id") or ""),
-        error=bool(d.get("error")),
-        fallback=bool(d.get("fallback")),
+        status=_reply_status(d),
     )
+
+
+def _reply_status(d: dict[str, Any]) -> ReplyStatus:
+    """The reply's status (checkpoints written before it existed had two flags)."""
+    if "status" in d:
+        return ReplyStatus(d["status"])
+    if d.get("error"):
+        return ReplyStatus.FAILED
+    return ReplyStatus.FALLBACK if d.get("fallback") else ReplyStatus.ANSWERED
 
 
 # --- the whole checkpoint ----------------------------------------------------

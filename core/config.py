@@ -21,7 +21,15 @@ STORE_DOWN = (
 class AgentConfig:
     top_k: int = 5
     selection: str = "llm"  # "llm" | "downloads"
+    # Local inference calls at once in this process (they share its CPU/GPU);
+    # hosted calls are not limited process-wide.
     concurrency: int = 4
+    # Tasks of one request running at once (a plan's independent tasks all
+    # start together, up to this many).
+    max_parallel_tasks: int = 8
+    # Model results reused within a conversation (core.result_cache); 0: off.
+    result_cache_entries: int = 256
+    result_cache_bytes: int = 64 * 1024 * 1024
     task_timeouts: TaskTimeouts = field(default_factory=TaskTimeouts)
     max_tasks: int = 10
     max_attachment_bytes: int = 25 * 1024 * 1024

@@ -1,43 +1,65 @@
 """Stage 3: run the task graph.
 
-Each task starts the moment its dependencies finish; independent tasks run
-concurrently under a global limit.  ``<resource>-N`` in an argument becomes
-task N's output of the modality that argument needs.  A failed call is
-retried once on the next candidate model (and, in hybrid mode, on the other
-backend first); a task that still fails marks its dependents skipped with a
-reason while the rest of the graph completes.
+Each task starts the moment its dependencies' results are known; a
+request's independent tasks all run at once, up to ``max_parallel`` per
+request (the width of the graph, bounded).  The process-wide limit
+``concurrency`` applies to local inference only (a backend named ``local``:
+pipelines on this machine's CPU/GPU); hosted calls are I/O and are not
+queued behind other requests.  ``<resource>-N`` in an argument becomes task
+N's output of the modality that argument needs (:mod:`core.inputs`).  A failed call is retried
+once on the next candidate model (and, in hybrid mode, on the other backend
+first); a task that still fails marks its dependents skipped with a reason
+while the rest of the graph completes.
+
+Speculation: while the model choice is still being made (``choice``), every
+task runs on its first candidate (the guess).  A guess that finishes
+successfully before the choice arrives is kept, whatever the choice says;
+the choice redirects only what has not finished: a task not started yet
+starts on the chosen model, one still running on another model is stopped
+and run again on the chosen one.  A guess that fails waits for the choice,
+which decides the model to fall back on; its dependents wait with it.  So a
+result, once its dependents may read it, is never replaced, and nothing
+downstream ever runs twice.  When every task has finished before the
+choice arrives, the choice is cancelled (the guesses stand).  The models in
+force are handed to ``on_chosen`` and only then is any task *committed*
+(its files stored, ``on_finished`` told), so a stopped run leaves no file
+and no record.  The same model on the same inputs in one conversation is
+answered from :class:`ResultCache` when one is given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Literal
 
+from core import telemetry
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
 from core.experts.base import Expert
-from core.outputs import check_output
+from core.inputs import REF, HandleLoader, resolve_inputs
+from core.outputs import check_output_async
 from core.planning import PlannedTask
-from core.postprocess import enrich
-from core.results import Blob, TaskInputs, TaskResult
+from core.postprocess import deliverable, enrich
+from core.result_cache import Cached, ResultCache
+from core.results import TaskInputs, TaskResult
 from core.routing import ExpertRouter
-from core.tasks import AUDIO, IMAGE, TEXT, VIDEO, TaskTimeouts
+from core.tasks import AUDIO, TEXT, VIDEO, TaskTimeouts
 from core.types import TaskState, TaskStatus
 
 log = logging.getLogger(__name__)
 
-REF = re.compile(r"<resource>-(\d+)")
-# A text argument that is just the handle of a text file the user attached.
-TEXT_FILE = re.compile(r"[\w.\-]+\.(?:txt|md|csv|tsv|json)", re.IGNORECASE)
-MAX_TEXT_FILE_CHARS = 50_000
+LOCAL = "local"  # the name of the backend that runs on this machine (core.experts.local)
 
-# Resolves a user file handle to its bytes (through the store, never a path).
-HandleLoader = Callable[[str], Awaitable[Blob]]
 StateListener = Callable[[tuple[TaskState, ...]], Awaitable[None]]
+# Told of the models in force once the choice is known, before any task is committed.
+ChoiceListener = Callable[["Assignment"], Awaitable[None]]
+# How a run of a task on its models ended: "final" when no other model would do better.
+Tried = Literal["done", "failed", "final"]
 # Stores a finished task's media and returns the result with blobs named by handle.
 ResultSaver = Callable[["TaskOutcome"], Awaitable[TaskResult]]
 # Told of each task that ran to an end (done or failed): a checkpoint.
@@ -65,23 +87,41 @@ class TaskOutcome:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The models each task runs on, the chosen one first, and why it was chosen."""
+
+    candidates: Mapping[int, Sequence[ModelInfo]]
+    reasons: Mapping[int, str] = field(default_factory=dict)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
 class Executor:
+    """Runs task graphs; one per agent, shared by its requests.
+
+    ``concurrency``: local inference calls at once in this process (they
+    share its CPU/GPU).  ``max_parallel``: tasks of one request running at
+    once.  ``cache``: results reused within a conversation (``scope``)."""
+
     def __init__(
         self,
         router: ExpertRouter,
         *,
         concurrency: int = 4,
+        max_parallel: int = 8,
         timeouts: TaskTimeouts | None = None,
         attempts: int = 2,
+        cache: ResultCache | None = None,
     ) -> None:
         self.router = router
         self.timeouts = timeouts or TaskTimeouts()
         self.attempts = max(1, attempts)
-        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self.max_parallel = max(1, max_parallel)
+        self.cache = cache
+        self._local = asyncio.Semaphore(max(1, concurrency))
 
     async def run(
         self,
@@ -94,81 +134,73 @@ class Executor:
         save_result: ResultSaver | None = None,
         finished_before: Mapping[int, TaskOutcome] | None = None,
         on_finished: OutcomeListener | None = None,
+        choice: Awaitable[Assignment] | None = None,
+        on_chosen: ChoiceListener | None = None,
+        scope: str | None = None,
     ) -> dict[int, TaskOutcome]:
         """Run ``plan``; ``candidates[id]`` lists the chosen model first.
 
         ``finished_before``: outcomes of tasks a previous run finished (a
         resumed request): they are not run again, their results feed their
         dependents.  ``on_finished`` is awaited with each task that ran to an
-        end here (done or failed), once its result is saved (a checkpoint)."""
-        earlier = dict(finished_before or {})
-        outcomes = {
-            t.id: TaskOutcome(
-                t.id,
-                t.task,
-                model=next(iter(candidates.get(t.id) or ()), None),
-                reason=(reasons or {}).get(t.id),
-            )
-            for t in plan
-        }
-        outcomes.update({k: v for k, v in earlier.items() if k in outcomes})
-        finished = {t.id: asyncio.Event() for t in plan}
+        end here (done or failed), once its result is saved (a checkpoint).
+        ``choice``: the final models, still being chosen; meanwhile tasks run
+        on ``candidates`` (see the module doc), and ``reasons`` are what a
+        guess that finishes first keeps.  ``on_chosen`` is awaited with the
+        models in force (each task's first: the one its result came from or
+        will be run on first) and their reasons once the choice is known or
+        cancelled, before any task is committed.  ``scope``: the
+        conversation, for the result cache (None: no reuse)."""
+        graph = _Graph(
+            self,
+            plan,
+            candidates,
+            load_handle=load_handle,
+            listener=listener,
+            reasons=reasons,
+            save_result=save_result,
+            finished_before=finished_before,
+            on_finished=on_finished,
+            on_chosen=on_chosen,
+            scope=scope,
+        )
+        return await graph.run(choice)
 
-        async def notify() -> None:
-            if listener is not None:
-                try:
-                    await listener(tuple(outcomes[t.id].state() for t in plan))
-                except Exception:  # a broken renderer must not break the run
-                    log.exception("progress listener failed")
-
-        async def one(t: PlannedTask) -> None:
-            out = outcomes[t.id]
-            try:
-                if t.id in earlier:
-                    return  # finished by an earlier run of this request
-                for d in t.dep:
-                    await finished[d].wait()
-                bad = [d for d in t.dep if outcomes[d].status is not TaskStatus.DONE]
-                if bad:
-                    out.status = TaskStatus.SKIPPED
-                    out.error = f"skipped: task {bad[0]} ({outcomes[bad[0]].task}) did not succeed"
-                    return
-                models = list(candidates.get(t.id) or ())
-                if not models:
-                    out.status = TaskStatus.FAILED
-                    out.error = "no model available for this task"
-                    return
-                try:
-                    inputs, out.args = await self._inputs(t, outcomes, load_handle)
-                except TaskFailed as e:
-                    out.status = TaskStatus.FAILED
-                    out.error = str(e)
-                    return
-                async with self._sem:
-                    out.status = TaskStatus.RUNNING
-                    out.started = _now()
-                    await notify()
-                    await self._attempt(t, models, inputs, out)
-                    out.ended = _now()
-                if out.status is TaskStatus.DONE and save_result is not None:
-                    out.result = await save_result(out)
-                if on_finished is not None:
-                    await on_finished(out)
-            finally:
-                finished[t.id].set()
-                await notify()
-
-        async with asyncio.TaskGroup() as tg:
-            for t in plan:
-                tg.create_task(one(t), name=f"task-{t.id}-{t.task}")
-        return outcomes
+    @contextlib.asynccontextmanager
+    async def _gate(self, backend: Expert) -> AsyncIterator[None]:
+        """The process-wide limit, for local inference only (hosted calls are I/O)."""
+        if backend.name != LOCAL:
+            yield
+            return
+        async with self._local:
+            yield
 
     async def _attempt(
-        self, t: PlannedTask, models: list[ModelInfo], inputs: TaskInputs, out: TaskOutcome
-    ) -> None:
-        errors: list[str] = []
+        self,
+        t: PlannedTask,
+        attempts: Sequence[tuple[ModelInfo, Sequence[Expert]]],
+        inputs: TaskInputs,
+        out: TaskOutcome,
+        errors: list[str],
+        *,
+        started: Callable[[], Awaitable[None]],
+        scope: str | None,
+    ) -> Tried:
+        """Run ``t`` on ``attempts`` (a model and the backends that serve it,
+        from :meth:`_plan_attempts`) in order until one succeeds; what fails
+        is added to ``errors``."""
         timeout = self.timeouts.for_task(t.task)
-        for model, backends in self._plan_attempts(t.task, models):
+        cache = self.cache if scope is not None else None
+        for model, backends in attempts:
+            key = await cache.key(scope, t.task, model.id, inputs) if cache and scope else None
+            hit = cache.get(key) if cache else None
+            if hit is not None:
+                await started()
+                log.info("task %s (%s): reused %s's earlier result", t.id, t.task, model.id)
+                out.model, out.backend, out.result = model, hit.backend, hit.result
+                out.attempts.append(f"cache:{model.id}")
+                out.status, out.error = TaskStatus.DONE, None
+                return "done"
             if not backends:
                 errors.append(f"{model.id}: no backend can serve it")
                 continue
@@ -178,16 +210,23 @@ class Executor:
                 out.attempts.append(f"{backend.name}:{model.id}")
                 final = False
                 try:
-                    async with asyncio.timeout(timeout):
-                        result = await backend.run(t.task, model, inputs)
-                    # A 200 with an error page, or audio that is a picture, is a failure.
-                    await asyncio.to_thread(check_output, t.task, model.id, result)
-                    out.result = await asyncio.to_thread(enrich, t.task, inputs, result)
+                    async with self._gate(backend):
+                        await started()
+                        with telemetry.model_call(t.task, model.id, provider=backend.name):
+                            async with asyncio.timeout(timeout):
+                                result = await backend.run(t.task, model, inputs)
+                            # A 200 with an error page, or audio that is a picture, is a failure.
+                            await check_output_async(t.task, model.id, result)
+                    out.result = (  # boxes and masks are drawn on the input image
+                        await asyncio.to_thread(enrich, t.task, inputs, result)
+                        if inputs.image is not None
+                        else result
+                    )
                     out.status = TaskStatus.DONE
                     out.error = None
-                    if errors:
-                        out.reason = f"{out.reason or ''} (after: {'; '.join(errors)})".strip()
-                    return
+                    if cache:
+                        cache.put(key, Cached(out.result, model.id, backend.name))
+                    return "done"
                 except TimeoutError:
                     msg = f"{model.id} timed out after {timeout:g} s"
                 except TaskFailed as e:
@@ -199,11 +238,8 @@ class Executor:
                 log.warning("task %s (%s) attempt failed: %s", t.id, t.task, msg)
                 errors.append(msg)
                 if final:
-                    out.status = TaskStatus.FAILED
-                    out.error = "; ".join(errors)
-                    return
-        out.status = TaskStatus.FAILED
-        out.error = "; ".join(errors) or "no model could run"
+                    return "final"
+        return "failed"
 
     def _plan_attempts(
         self, task: str, models: list[ModelInfo]
@@ -233,74 +269,261 @@ class Executor:
             plan.append((pick, backends))
         return plan
 
-    async def _inputs(
+
+class _Graph:
+    """One run of one request's graph: its outcomes, the events tasks wait
+    on, and the tasks running it.  ``ready[id]`` is set once a task's result
+    (or failure) is final, ``committed[id]`` once it is stored and reported.
+    ``decided`` is set once the models are final, ``confirmed`` once they
+    are recorded (``on_chosen``)."""
+
+    def __init__(
         self,
-        t: PlannedTask,
-        outcomes: Mapping[int, TaskOutcome],
+        ex: Executor,
+        plan: Sequence[PlannedTask],
+        candidates: Mapping[int, Sequence[ModelInfo]],
+        *,
         load_handle: HandleLoader,
-    ) -> tuple[TaskInputs, dict[str, str]]:
-        resolved: dict[str, str | Blob | None] = {}
-        shown: dict[str, str] = {}
-        for key, value in t.args.items():
-            if key == TEXT:
-                text = REF.sub(lambda m: _text_of(outcomes, int(m.group(1))), value)
-                if TEXT_FILE.fullmatch(value.strip()):
-                    text = await _text_file(value.strip(), load_handle) or text
-                resolved[TEXT] = text
-                shown[TEXT] = text
-                continue
-            if key not in (IMAGE, AUDIO, VIDEO):
-                continue
-            m = REF.fullmatch(value.strip())
-            if m:
-                dep = outcomes[int(m.group(1))]
-                blob = _media_of(dep, key)
-                if blob is None:
-                    raise TaskFailed(
-                        f"task {dep.id} ({dep.task}) produced no {key} for this task",
-                        retryable=False,
+        listener: StateListener | None,
+        reasons: Mapping[int, str] | None,
+        save_result: ResultSaver | None,
+        finished_before: Mapping[int, TaskOutcome] | None,
+        on_finished: OutcomeListener | None,
+        on_chosen: ChoiceListener | None,
+        scope: str | None,
+    ) -> None:
+        self.ex = ex
+        self.plan = list(plan)
+        self.by_id = {t.id: t for t in self.plan}
+        self.load_handle = load_handle
+        self.listener = listener
+        self.save_result = save_result
+        self.on_finished = on_finished
+        self.on_chosen = on_chosen
+        self.scope = scope
+        self.models = {t.id: list(candidates.get(t.id) or ()) for t in self.plan}
+        self.reasons = dict(reasons or {})
+        self.earlier = {k: v for k, v in (finished_before or {}).items() if k in self.by_id}
+        self.outcomes = {t.id: self.earlier.get(t.id) or self._fresh(t) for t in self.plan}
+        self.ready = {t.id: asyncio.Event() for t in self.plan}
+        self.committed = {t.id: asyncio.Event() for t in self.plan}
+        for k in self.earlier:  # finished by an earlier run of this request
+            self.ready[k].set()
+            self.committed[k].set()
+        self.decided = asyncio.Event()  # the models are final
+        self.confirmed = asyncio.Event()  # ... and recorded: results may be committed
+        self.slots = asyncio.Semaphore(ex.max_parallel)
+        self.notes: dict[int, str] = {}  # attempts that failed before the one that worked
+        self.running: dict[int, asyncio.Task[None]] = {}
+        self.guessing: dict[int, str] = {}  # task → the model its guess is running on
+        self._asking: asyncio.Future[Assignment] | None = None
+        self._tg: asyncio.TaskGroup | None = None
+
+    def _fresh(self, t: PlannedTask) -> TaskOutcome:
+        return TaskOutcome(t.id, t.task, model=next(iter(self.models[t.id]), None))
+
+    async def run(self, choice: Awaitable[Assignment] | None) -> dict[int, TaskOutcome]:
+        if choice is None:
+            self.decided.set()
+            self.confirmed.set()
+        else:
+            self._asking = asyncio.ensure_future(choice)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                if self._asking is not None:
+                    tg.create_task(self._choose(self._asking), name="model-choice")
+                for t in self.plan:
+                    if t.id not in self.earlier:
+                        self._spawn(t)
+        except BaseExceptionGroup as group:  # one failure: raise it as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:  # stopped before the choice was waited for: stop making it
+            if self._asking is not None and not self._asking.done():
+                self._asking.cancel()
+        return self.outcomes
+
+    def _spawn(self, t: PlannedTask) -> None:
+        assert self._tg is not None
+        out = self.outcomes[t.id]
+        self.running[t.id] = self._tg.create_task(self._one(t, out), name=f"task-{t.id}-{t.task}")
+
+    async def _notify(self) -> None:
+        if self.listener is not None:
+            try:
+                await self.listener(tuple(self.outcomes[t.id].state() for t in self.plan))
+            except Exception:  # a broken renderer must not break the run
+                log.exception("progress listener failed")
+
+    async def _one(self, t: PlannedTask, out: TaskOutcome) -> None:
+        ran = await self._work(t, out)
+        self.ready[t.id].set()
+        await self._notify()
+        self._settle_early()
+        await self.confirmed.wait()  # nothing is stored or reported before the models are final
+        for d in t.dep:
+            await self.committed[d].wait()
+        out.reason = self._reason(t.id)
+        if ran:
+            if out.result is not None and any(b.kind in (AUDIO, VIDEO) for b in out.result.media):
+                # re-encoded for people as it is stored (later tasks had the model's own)
+                out.result = await asyncio.to_thread(deliverable, out.result)
+            if out.status is TaskStatus.DONE and self.save_result is not None:
+                out.result = await self.save_result(out)
+            if self.on_finished is not None:
+                await self.on_finished(out)
+        self.committed[t.id].set()
+
+    async def _work(self, t: PlannedTask, out: TaskOutcome) -> bool:
+        """Run ``t`` once its dependencies are ready; False when it did not
+        get as far as a model (skipped, no model, unusable inputs).  Before
+        the choice, only the guess runs; if it fails, the rest waits for
+        the choice."""
+        for d in t.dep:
+            await self.ready[d].wait()
+        bad = [d for d in t.dep if self.outcomes[d].status is not TaskStatus.DONE]
+        if bad:
+            out.status = TaskStatus.SKIPPED
+            out.error = f"skipped: task {bad[0]} ({self.outcomes[bad[0]].task}) did not succeed"
+            return False
+        if not self.models[t.id]:
+            out.status = TaskStatus.FAILED
+            out.error = "no model available for this task"
+            return False
+        for n in self._handles_needed(t):  # a file's handle exists once it is stored
+            await self.committed[n].wait()
+        try:
+            inputs, out.args = await resolve_inputs(t, self.outcomes, self.load_handle)
+        except TaskFailed as e:
+            out.status = TaskStatus.FAILED
+            out.error = str(e)
+            return False
+
+        async def started() -> None:
+            if out.started is None:
+                out.status = TaskStatus.RUNNING
+                out.started = _now()
+                await self._notify()
+
+        errors: list[str] = []
+        tried: set[str] = set()
+        result: Tried = "failed"
+        while True:
+            async with self.slots:
+                guess = not self.decided.is_set()
+                attempts = [
+                    (m, b)
+                    for m, b in self.ex._plan_attempts(t.task, self.models[t.id])
+                    if m.id not in tried
+                ][: 1 if guess else None]
+                if not attempts:
+                    break
+                tried.update(m.id for m, _ in attempts)
+                if guess:
+                    self.guessing[t.id] = attempts[0][0].id
+                try:
+                    result = await self.ex._attempt(
+                        t, attempts, inputs, out, errors, started=started, scope=self.scope
                     )
-            else:
-                blob = await load_handle(value.strip())
-                if blob.kind != key:
-                    raise TaskFailed(f"{value} is not {'an' if key == AUDIO else 'a'} {key}")
-            resolved[key] = blob
-            shown[key] = blob.handle or value
-        inputs = TaskInputs(
-            text=resolved.get(TEXT),  # type: ignore[arg-type]
-            image=resolved.get(IMAGE),  # type: ignore[arg-type]
-            audio=resolved.get(AUDIO),  # type: ignore[arg-type]
-            video=resolved.get(VIDEO),  # type: ignore[arg-type]
-        )
-        return inputs, shown
+                finally:
+                    self.guessing.pop(t.id, None)
+                out.ended = _now()
+            if result != "failed" or not guess:
+                break
+            await self.decided.wait()  # a failed guess: the choice decides the fallback
+        if result == "done":
+            if errors:
+                self.notes[t.id] = "; ".join(errors)
+        else:
+            out.status = TaskStatus.FAILED
+            out.error = "; ".join(errors) or "no model could run"
+        return True
 
+    def _handles_needed(self, t: PlannedTask) -> list[int]:
+        """Tasks whose output a text argument names by its file handle."""
+        refs = {int(n) for n in REF.findall(t.args.get(TEXT, ""))}
+        return [
+            n
+            for n in sorted(refs)
+            if n in self.outcomes
+            and (r := self.outcomes[n].result) is not None
+            and r.media
+            and not r.as_text()
+        ]
 
-async def _text_file(handle: str, load_handle: HandleLoader) -> str | None:
-    """The content of a user's text file named by handle (None: not such a file)."""
-    try:
-        blob = await load_handle(handle)
-    except TaskFailed:
-        return None
-    if blob.kind != TEXT:
-        return None
-    return blob.data.decode("utf-8", errors="replace")[:MAX_TEXT_FILE_CHARS]
+    def _reason(self, task_id: int) -> str | None:
+        why, note = self.reasons.get(task_id), self.notes.get(task_id)
+        if not note:
+            return why
+        return f"{why or ''} (after: {note})".strip()
 
+    def _settle_early(self) -> None:
+        """Every task finished before the choice: no choice can change a
+        thing, so stop making it (the guesses stand)."""
+        asking = self._asking
+        if asking is None or asking.done() or self.decided.is_set():
+            return
+        if all(e.is_set() for e in self.ready.values()):
+            log.info("every task finished on its first candidate: the model choice is cancelled")
+            asking.cancel()
 
-def _text_of(outcomes: Mapping[int, TaskOutcome], n: int) -> str:
-    dep = outcomes.get(n)
-    if dep is None or dep.result is None:
-        return f"<resource>-{n}"
-    text = dep.result.as_text()
-    if text:
-        return text
-    blob = dep.result.media[0] if dep.result.media else None
-    return blob.handle if blob and blob.handle else f"(the {dep.task} output)"
+    async def _choose(self, asking: asyncio.Future[Assignment]) -> None:
+        """Wait for the final models (or cancel the choice, see
+        :meth:`_settle_early`), then redirect what has not finished."""
+        try:
+            await asyncio.wait([asking])
+        finally:
+            if not asking.done():  # this run is being stopped
+                asking.cancel()
+                await asyncio.wait([asking])
+        # Cancelled: every task finished on its guess, which stands.
+        final = None if asking.cancelled() else asking.result()
+        restart: list[int] = []
+        for t in self.plan:
+            i, out = t.id, self.outcomes[t.id]
+            if i in self.earlier or final is None:
+                continue
+            chosen = list(final.candidates.get(i) or ())
+            same = bool(chosen) and out.model is not None and chosen[0].id == out.model.id
+            if self.ready[i].is_set() and not same:
+                continue  # finished before the choice: kept, with the guess's reason
+            self.models[i] = chosen
+            if i in final.reasons:
+                self.reasons[i] = final.reasons[i]
+            running_on = self.guessing.get(i)
+            if running_on is not None and (not chosen or chosen[0].id != running_on):
+                restart.append(i)
+        stale = [self.running[i] for i in restart]
+        for task in stale:
+            task.cancel()
+        if stale:
+            await asyncio.wait(stale)
+        for i in restart:
+            self.outcomes[i] = self._fresh(self.by_id[i])
+            self.notes.pop(i, None)
+            self._spawn(self.by_id[i])
+        if restart:
+            log.info("model choice: tasks %s stopped and run on the chosen models", restart)
+        self.decided.set()
+        if self.on_chosen is not None:
+            await self.on_chosen(
+                Assignment(
+                    {i: self._in_force(i) for i in self.by_id},
+                    {i: why for i in self.by_id if (why := self.reasons.get(i)) is not None},
+                )
+            )
+        self.confirmed.set()
+        await self._notify()
 
-
-def _media_of(dep: TaskOutcome, kind: str) -> Blob | None:
-    if dep.result is None:
-        return None
-    return dep.result.media_of(kind)
+    def _in_force(self, task_id: int) -> list[ModelInfo]:
+        """The task's models, the one that made its result first when it has one."""
+        models = self.models[task_id]
+        used = self.outcomes[task_id].model
+        if used is None or not self.ready[task_id].is_set():
+            return list(models)
+        return [used, *(m for m in models if m.id != used.id)]
 
 
 def with_handles(result: TaskResult, handles: Sequence[str]) -> TaskResult:

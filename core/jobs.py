@@ -44,20 +44,19 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
 from core.store.models import utcnow
-from core.types import ConversationKey, Progress, Stage
+from core.telemetry import metrics
+from core.types import ConversationKey, JobOutcome, JobRunner, Notice, QueuePosition, Restarting
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "elsewhere", "deferred"]
+Outcome = JobOutcome  # "done" | "elsewhere" | "deferred"
+__all__ = ["JobRunner", "Outcome", "TurnJob", "TurnQueue"]
 
-RESTARTING_NOTICE = (
-    "I'm restarting right now; I'll finish this as soon as I'm back (no need to send it again)."
-)
 GAVE_UP = "I could not finish this after {n} attempts; please send it again."
 FINISH_TRIES = 3
 HOLD = 30.0  # seconds an accepted job waits for its adapter's process() call
@@ -144,25 +143,6 @@ class TurnJob:
         return self._queue.owner
 
 
-class JobRunner(Protocol):
-    """What an adapter registers for its kind of job."""
-
-    async def run(self, job: TurnJob) -> None:
-        """Rebuild the request from ``job.payload``, run it through
-        ``AgentAPI.handle(request, progress, job=job)``, post the answer.
-        Should not raise (tell the person instead); the job is done after."""
-        ...
-
-    async def notify(self, job: TurnJob, progress: Progress) -> None:
-        """Show ``progress`` as the request's status (its place in the queue,
-        or that the bot is restarting and will finish it)."""
-        ...
-
-    async def give_up(self, job: TurnJob, reason: str) -> None:
-        """The job will not be run (again): tell the person ``reason``."""
-        ...
-
-
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -170,14 +150,6 @@ def default_owner() -> str:
 def conversation_name(key: ConversationKey) -> str:
     """The job table's conversation column (one string per conversation)."""
     return f"{key.platform}\x1f{key.scope}\x1f{key.channel}\x1f{key.thread or ''}"
-
-
-def queue_text(ahead: int, conversation_busy: bool) -> str:
-    if ahead == 0 and conversation_busy:
-        return "Waiting for the previous request in this conversation to finish"
-    if ahead == 0:
-        return "Queued: you're next (I'm busy with other requests)"
-    return f"Queued: {ahead} request{'s' if ahead != 1 else ''} ahead of you"
 
 
 class TurnQueue:
@@ -214,6 +186,9 @@ class TurnQueue:
         self._lost: set[int] = set()
         self._interrupting: set[int] = set()
         self._finishing: set[int] = set()
+        # Answered, but not marked done yet (the store was down): retried each
+        # round, their leases renewed meanwhile so nobody answers them again.
+        self._unmarked: dict[int, str | None] = {}
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -224,6 +199,7 @@ class TurnQueue:
         self._abandoned = False
         self._last_beat = time.monotonic()
         self._last_prune = float("-inf")
+        self._last_survey = float("-inf")
 
     # ------------------------------------------------------------ adapters
     def register(self, kind: str, runner: JobRunner) -> None:
@@ -269,6 +245,7 @@ class TurnQueue:
             self._waiters[job_id] = fut
         self.start()
         self.wake()
+        self._report_depth()
         return await asyncio.shield(fut)
 
     def wake(self) -> None:
@@ -278,6 +255,10 @@ class TurnQueue:
     @property
     def running(self) -> int:
         return len(self._running)
+
+    def _report_depth(self) -> None:
+        waiting = sum(1 for j in self._waiters if j not in self._running)
+        metrics.set_queue_depth(waiting=waiting, in_flight=len(self._running))
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -325,7 +306,7 @@ class TurnQueue:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if notify:
-            await self._notify_all(jobs, Progress(Stage.QUEUED, RESTARTING_NOTICE))
+            await self._notify_all(jobs, Restarting())
         await self._release(ids)
         for i in ids:
             self._jobs.pop(i, None)
@@ -350,6 +331,16 @@ class TurnQueue:
         for j in [j for j in self._waiters if j not in self._running]:
             self._resolve(j, "deferred")
         await self._stop_loop()
+        if self._unmarked:
+            try:
+                await self._mark_answered()
+            except StoreUnavailable as exc:
+                log.error(
+                    "jobs %s were answered but are not marked done (the next process may "
+                    "answer them again): %s",
+                    sorted(self._unmarked),
+                    exc,
+                )
 
     async def abandon(self) -> None:
         """Stop at once without touching the store, as a killed process would
@@ -398,6 +389,8 @@ class TurnQueue:
     async def _tick(self) -> None:
         if time.monotonic() - self._last_beat >= self.heartbeat:
             await self._beat()
+        if self._unmarked:
+            await self._mark_answered()
         if self._closing:
             return
         # Only requests that were waiting before this round's claim can be
@@ -409,18 +402,8 @@ class TurnQueue:
         # Our own fresh jobs start once their adapter asked (it has acknowledged
         # them: a Discord reply must not beat its defer), or if it never does.
         asked, hold_before = sorted(waiting), now - timedelta(seconds=HOLD)
-        if (
-            free > 0
-            and kinds
-            and await self.store.claimable(
-                owner=self.owner,
-                kinds=kinds,
-                now=now,
-                limit=free,
-                asked=asked,
-                hold_before=hold_before,
-            )
-        ):
+        if free > 0 and kinds:
+            # One statement picks and starts what fits (nothing to start: no write).
             for row in await self.store.claim(
                 owner=self.owner,
                 kinds=kinds,
@@ -432,6 +415,7 @@ class TurnQueue:
             ):
                 self._start(row)
         await self._update_waiters(waiting)
+        self._report_depth()
         if time.monotonic() - self._last_prune >= 3600:
             self._last_prune = time.monotonic()
             pruned = await self.store.prune(before=now - timedelta(seconds=self.keep_done))
@@ -440,7 +424,7 @@ class TurnQueue:
 
     async def _beat(self) -> None:
         self._last_beat = time.monotonic()
-        if not self._running and not self._waiters:
+        if not self._running and not self._waiters and not self._unmarked:
             return
         held = await self.store.heartbeat(owner=self.owner, now=self.clock(), lease=self.lease)
         for job_id, task in list(self._running.items()):
@@ -475,6 +459,7 @@ class TurnQueue:
                 self._jobs.pop(job.id, None)
             self._lost.discard(job.id)
             self._check_idle()
+            self._report_depth()
 
     async def _run_job(self, job: TurnJob) -> tuple[Outcome, bool, str | None]:
         """(outcome, whether to mark it done, the error to record)."""
@@ -516,7 +501,18 @@ class TurnQueue:
             except StoreUnavailable as exc:
                 log.warning("job %s: could not mark it done (try %d): %s", job.id, attempt, exc)
                 await asyncio.sleep(0.5 * attempt)
-        log.error("job %s: never marked done; it may be answered again", job.id)
+        log.error("job %s: answered; it will be marked done when the database is back", job.id)
+        self._unmarked[job.id] = error
+
+    async def _mark_answered(self) -> None:
+        """Mark done the jobs answered while the store was down (StoreUnavailable:
+        the next round tries again)."""
+        for job_id, error in list(self._unmarked.items()):
+            if await self.store.finish(job_id, owner=self.owner, now=self.clock(), error=error):
+                log.info("job %s: marked done, the database is back", job_id)
+            else:
+                log.warning("job %s: answered, but another process held it by then", job_id)
+            del self._unmarked[job_id]
 
     def _check_idle(self) -> None:
         if not self._running:
@@ -531,69 +527,85 @@ class TurnQueue:
     # ------------------------------------------------------ waiting requests
     async def _update_waiters(self, candidates: set[int]) -> None:
         """Resolve waiters whose job another process has, and tell the others
-        their place in the queue (only when it changed)."""
+        their place in the queue (only when it changed).  A request that has
+        not been told yet is looked at in the round after it came in; the
+        rest once a ``poll`` (a place moves by one with every job that ends:
+        not worth a read of the whole queue each time)."""
         waiting = [j for j in self._waiters if j not in self._running and j in candidates]
+        if time.monotonic() - self._last_survey >= self.poll:
+            self._last_survey = time.monotonic()
+        else:
+            waiting = [j for j in waiting if j not in self._shown]
         if not waiting:
             return
-        rows = await self.store.get(waiting)
+        slots = await self.store.unfinished(max(waiting))
         now = self.clock()
-        still: list[JobRow] = []
+        places = self._places(slots, set(waiting))
+        tell: dict[int, tuple[int, bool]] = {}
         for job_id in waiting:
-            row = rows.get(job_id)
-            if row is None or row.state not in (QUEUED, RUNNING):
-                self._resolve(job_id, "elsewhere")
-            elif (
-                row.lease_owner not in (None, self.owner)
-                and row.lease_expires is not None
-                and row.lease_expires >= now
-            ):
+            slot = places.get(job_id)
+            if slot is None:
+                self._resolve(job_id, "elsewhere")  # finished (elsewhere) or gone
+                continue
+            owner, expires, place = slot
+            if owner not in (None, self.owner) and expires is not None and expires >= now:
                 self._resolve(job_id, "elsewhere")  # a live process has it
-            else:
-                still.append(row)
-        if not still:
+            elif self._shown.get(job_id) != place:
+                self._shown[job_id] = place
+                if job_id not in self._notices:
+                    tell[job_id] = place
+        if not tell:
             return
-        slots = await self.store.unfinished(max(r.id for r in still))
-        for row in still:
-            ahead, busy = self._position(row, slots)
-            if self._shown.get(row.id) == (ahead, busy):
-                continue
-            self._shown[row.id] = (ahead, busy)
+        for row in (await self.store.get(tell)).values():
             runner = self._runners.get(row.kind)
-            if runner is None or row.id in self._notices:
+            if runner is None or row.id in self._notices or row.id not in self._waiters:
                 continue
-            progress = Progress(Stage.QUEUED, queue_text(ahead, busy), ahead=ahead)
+            ahead, busy = tell[row.id]
+            notice = QueuePosition(ahead, conversation_busy=busy)
             self._notices[row.id] = asyncio.get_running_loop().create_task(
-                self._notify(runner, TurnJob(row, self), progress), name=f"turn-job-{row.id}-notice"
+                self._notify(runner, TurnJob(row, self), notice), name=f"turn-job-{row.id}-notice"
             )
 
-    def _position(self, row: JobRow, slots: list[Slot]) -> tuple[int, bool]:
-        """(requests that start before this one, whether an earlier request of
-        its conversation is running)."""
-        ahead = 0
-        busy = False
+    def _places(
+        self, slots: list[Slot], wanted: set[int]
+    ) -> dict[int, tuple[str | None, datetime | None, tuple[int, bool]]]:
+        """For each wanted unfinished job: its lease (owner, expiry) and place
+        (requests that start before it, whether an earlier request of its
+        conversation is running), in one pass over the unfinished jobs by id.
+        Ahead of a job: its conversation's earlier queued requests, and the
+        other queued requests this process reserved earlier."""
+        mine = 0  # queued, reserved here, so far
+        queued: dict[str, int] = {}  # per conversation, so far
+        mine_in: dict[str, int] = {}  # of those, reserved here
+        running: set[str] = set()
+        out: dict[int, tuple[str | None, datetime | None, tuple[int, bool]]] = {}
         for s in slots:
-            if s.id >= row.id:
-                break
-            if s.conversation == row.conversation:
-                busy = busy or s.state == RUNNING
-                ahead += s.state == QUEUED
-            elif s.state == QUEUED and s.lease_owner == self.owner:
-                ahead += 1
-        return ahead, busy
+            c = s.conversation
+            if s.id in wanted:
+                ahead = mine - mine_in.get(c, 0) + queued.get(c, 0)
+                out[s.id] = (s.lease_owner, s.lease_expires, (ahead, c in running))
+            if s.state == RUNNING:
+                running.add(c)
+            elif s.state == QUEUED:
+                queued[c] = queued.get(c, 0) + 1
+                if s.lease_owner == self.owner:
+                    mine += 1
+                    mine_in[c] = mine_in.get(c, 0) + 1
+        return out
 
-    async def _notify(self, runner: JobRunner, job: TurnJob, progress: Progress) -> None:
+    async def _notify(self, runner: JobRunner, job: TurnJob, notice: Notice) -> None:
         try:
-            await runner.notify(job, progress)
+            await runner.notify(job, notice)
         except Exception as exc:  # a notice is a courtesy: never worth more than a line
             log.warning("job %s: its notice failed: %s: %s", job.id, type(exc).__name__, exc)
         finally:
             self._notices.pop(job.id, None)
 
-    async def _notify_all(self, jobs: list[TurnJob], progress: Progress) -> None:
+    async def _notify_all(self, jobs: list[TurnJob], notice: Notice) -> None:
         async def one(job: TurnJob) -> None:
             runner = self._runners.get(job.kind)
             if runner is not None:
-                await self._notify(runner, job, progress)
+                await self._notify(runner, job, notice)
 
         await asyncio.gather(*(one(j) for j in jobs))
 
@@ -601,9 +613,7 @@ class TurnQueue:
         """Stopping: tell the people behind queued jobs and release them."""
         rows = await self.store.get(job_ids)
         mine = [r for r in rows.values() if r.lease_owner == self.owner and r.state == QUEUED]
-        await self._notify_all(
-            [TurnJob(r, self) for r in mine], Progress(Stage.QUEUED, RESTARTING_NOTICE)
-        )
+        await self._notify_all([TurnJob(r, self) for r in mine], Restarting())
         await self._release([r.id for r in mine])
         for job_id in job_ids:
             self._resolve(job_id, "deferred")

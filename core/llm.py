@@ -50,20 +50,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageParam
-from openai.types.shared_params import (
-    ResponseFormatJSONObject,
-    ResponseFormatJSONSchema,
-)
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.completion_usage import CompletionUsage
+from openai.types.shared_params import ResponseFormatJSONObject
 
+from core import telemetry
 from core.errors import ConfigError, RunFailed
 from core.llm_server import (
     Fault,
@@ -150,6 +151,9 @@ class Deadline:
 _STAGE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
     "llm_stage_deadline", default=None
 )
+# A model asked for instead of the configured one (a server's own setting), set
+# with LLM.using() for every call made inside (in this task and those it starts).
+_MODEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("llm_model", default=None)
 
 
 def format_seconds(seconds: float) -> str:
@@ -173,6 +177,20 @@ class _Sent:
     fmt: int  # 2 json_schema, 1 json_object, 0 none
     temperature: float | None
     effort: str | None
+    stream_usage: bool = False  # stream_options.include_usage (a streamed call)
+
+
+# What a streamed call hands each piece of the answer to.
+OnDelta = Callable[[str], Awaitable[None]]
+
+
+class _Streamed:
+    """Whether any piece of a streamed answer has been handed on (after
+    which the call can no longer be retried: the words are out)."""
+
+    def __init__(self, on_delta: OnDelta) -> None:
+        self.on_delta = on_delta
+        self.emitted = False
 
 
 class LLM:
@@ -227,6 +245,7 @@ class LLM:
         self._cap_param = _CAP_PARAMS[0]
         self._caps_refused: set[str] = set()
         self._format_level = 2
+        self._stream_usage = True  # until the server refuses stream_options
         self._probe = probe_context
         self._n_ctx: int | None = None
         self._setup = asyncio.Lock()
@@ -241,8 +260,15 @@ class LLM:
         schema: JSONSchema | None = None,
         json_mode: bool = False,
         deadline: Deadline | None = None,
+        on_delta: OnDelta | None = None,
     ) -> str:
-        """One non-streaming chat completion; returns the assistant's text.
+        """One chat completion; returns the assistant's text.
+
+        ``on_delta``: stream the answer (``stream=True``, usage asked for with
+        ``stream_options.include_usage``), handing each piece of text to it as
+        it arrives.  Until the first piece, failures are retried as usual;
+        after it, a failure ends the call at once (``RunFailed``): the words
+        are out and a second answer would repeat them.
 
         ``max_tokens`` caps the completion (reasoning included); it is sent as
         ``max_completion_tokens``, or ``max_tokens`` to servers that only know
@@ -254,7 +280,7 @@ class LLM:
         ``timeout`` seconds from now.
         """
         deadline = deadline or _STAGE.get() or Deadline(self.timeout, self._clock)
-        model = await self.resolve_model()
+        model = _MODEL.get() or await self.resolve_model()
         prompt = estimate_tokens(messages)
         cap = await self._fit(prompt, max_tokens)
         wanted = 2 if schema is not None else 1 if json_mode else 0
@@ -262,6 +288,7 @@ class LLM:
         adaptations = 0
         started = time.monotonic()
         who = f"The language model at {self.host}"
+        streamed = _Streamed(on_delta) if on_delta is not None else None
         while True:
             remaining = deadline.remaining()
             if remaining < deadline.min_attempt and (deadline.attempts or remaining <= 0):
@@ -271,71 +298,109 @@ class LLM:
                 allowed = format_seconds(deadline.budget)
                 waited = deadline.waited()
                 raise RunFailed(f"{who} took too long: {waited} of the {allowed} allowed")
-            sent = self._params(cap, wanted)
-            deadline.attempts += 1
-            try:
-                async with asyncio.timeout(remaining):
-                    response = await self._create(model, messages, sent, schema, remaining)
-            except TimeoutError as exc:  # the deadline itself (the SDK has its own error)
-                usage.add(0, 0)
-                log.warning(
-                    "llm call failed model=%s host=%s cause=deadline latency=%.2fs",
-                    model,
-                    self.host,
-                    time.monotonic() - started,
-                )
-                raise RunFailed(f"{who} did not answer within {deadline.waited()}") from exc
-            except openai.OpenAIError as exc:
-                usage.add(0, 0)
-                fault = Fault.of(exc)
-                if adaptations < _MAX_ADAPTATIONS:
-                    adapted, cap = self._adapt(fault, sent)
-                    if adapted:
-                        adaptations += 1
-                        continue
-                delay = retry_delay(exc, fault, retries)
-                room = delay is not None and deadline.remaining() - delay >= deadline.min_attempt
-                if delay is not None and retries < self.max_retries and room:
-                    retries += 1
-                    log.info(
-                        "llm %s: %s, retrying in %.1fs (%d/%d)",
+            sent = self._params(cap, wanted, stream=streamed is not None)
+            with telemetry.llm_call(
+                model,
+                provider="huggingface" if self.hf_router else "openai",
+                url=self.base_url,
+                max_tokens=sent.cap,
+                stream=streamed is not None,
+            ) as call:
+                deadline.attempts += 1
+                try:
+                    async with asyncio.timeout(remaining):
+                        response: ChatCompletion | None  # None: a body that is no completion
+                        if streamed is None:
+                            response = await self._create(model, messages, sent, schema, remaining)
+                        else:
+                            chunks = await self._create_stream(model, messages, sent, remaining)
+                            response = await _gather(chunks, streamed, sent)
+                except asyncio.CancelledError:
+                    # The caller gave up (e.g. a model choice no longer needed): the
+                    # request counts, its tokens are unknown (nothing answered them).
+                    usage.add(0, 0)
+                    raise
+                except TimeoutError as exc:  # the deadline itself (the SDK has its own error)
+                    usage.add(0, 0)
+                    log.warning(
+                        "llm call failed model=%s host=%s cause=deadline latency=%.2fs",
+                        model,
                         self.host,
-                        _cause(exc),
-                        delay,
-                        retries,
-                        self.max_retries,
+                        time.monotonic() - started,
                     )
-                    await asyncio.sleep(delay)
-                    continue
-                log.warning(
-                    "llm call failed model=%s host=%s cause=%s status=%s code=%s latency=%.2fs",
-                    model,
-                    self.host,
-                    type(exc).__name__,
-                    fault.status,
-                    fault.code or fault.kind or "-",
-                    time.monotonic() - started,
-                )
-                message = self._describe(exc, fault, model, prompt, deadline)
-                if delay is not None and deadline.attempts > 1:
-                    # a retryable failure that outlasted the retries or the deadline
-                    spent = format_seconds(deadline.elapsed())
-                    message += f" ({deadline.attempts} attempts in {spent})"
-                raise RunFailed(message) from exc
-            except Exception as exc:
-                # What the SDK could not even parse: a 200 with JSON that does
-                # not parse, a body it cannot decode.  The server is at fault.
-                usage.add(0, 0)
-                log.warning(
-                    "llm %s sent an unreadable answer (%s)",
-                    self.host,
-                    type(exc).__name__,
-                    exc_info=log.isEnabledFor(logging.DEBUG),
-                )
-                raise RunFailed(
-                    f"{who} sent an answer that could not be read ({type(exc).__name__})"
-                ) from exc
-            return self._read(response, usage, sent, model, time.monotonic() - started)
+                    if streamed is not None and streamed.emitted:
+                        raise RunFailed(
+                            f"{who} did not finish its answer within {deadline.waited()}"
+                        ) from exc
+                    raise RunFailed(f"{who} did not answer within {deadline.waited()}") from exc
+                except openai.OpenAIError as exc:
+                    usage.add(0, 0)
+                    call.fail(exc)
+                    if streamed is not None and streamed.emitted:
+                        raise self._broke_off(exc) from exc
+                    fault = Fault.of(exc)
+                    if adaptations < _MAX_ADAPTATIONS:
+                        adapted, cap = self._adapt(fault, sent)
+                        if adapted:
+                            adaptations += 1
+                            continue
+                    delay = retry_delay(exc, fault, retries)
+                    room = (
+                        delay is not None and deadline.remaining() - delay >= deadline.min_attempt
+                    )
+                    if delay is not None and retries < self.max_retries and room:
+                        retries += 1
+                        log.info(
+                            "llm %s: %s, retrying in %.1fs (%d/%d)",
+                            self.host,
+                            _cause(exc),
+                            delay,
+                            retries,
+                            self.max_retries,
+                        )
+                        await asyncio.sleep(delay)
+                        continue
+                    log.warning(
+                        "llm call failed model=%s host=%s cause=%s status=%s code=%s latency=%.2fs",
+                        model,
+                        self.host,
+                        type(exc).__name__,
+                        fault.status,
+                        fault.code or fault.kind or "-",
+                        time.monotonic() - started,
+                    )
+                    message = self._describe(exc, fault, model, prompt, deadline)
+                    if delay is not None and deadline.attempts > 1:
+                        # a retryable failure that outlasted the retries or the deadline
+                        spent = format_seconds(deadline.elapsed())
+                        message += f" ({deadline.attempts} attempts in {spent})"
+                    raise RunFailed(message) from exc
+                except Exception as exc:
+                    # What the SDK could not even parse: a 200 with JSON that does
+                    # not parse, a body it cannot decode.  The server is at fault.
+                    usage.add(0, 0)
+                    if streamed is not None and streamed.emitted:
+                        raise self._broke_off(exc) from exc
+                    log.warning(
+                        "llm %s sent an unreadable answer (%s)",
+                        self.host,
+                        type(exc).__name__,
+                        exc_info=log.isEnabledFor(logging.DEBUG),
+                    )
+                    raise RunFailed(
+                        f"{who} sent an answer that could not be read ({type(exc).__name__})"
+                    ) from exc
+                return self._read(response, usage, sent, model, time.monotonic() - started, call)
+
+    @contextlib.contextmanager
+    def using(self, model: str | None) -> Iterator[None]:
+        """Ask for ``model`` (None: the configured one) in every call made
+        inside, in this task and the tasks it starts."""
+        token = _MODEL.set(model or None)
+        try:
+            yield
+        finally:
+            _MODEL.reset(token)
 
     @contextlib.contextmanager
     def stage(self, budget: float | None = None) -> Iterator[Deadline]:
@@ -412,13 +477,14 @@ class LLM:
             raise RunFailed(overflow_message(self.host, prompt, n_ctx, estimated=True))
         return cap if cap is None else min(cap, n_ctx - prompt)
 
-    def _params(self, cap: int | None, wanted_format: int) -> _Sent:
+    def _params(self, cap: int | None, wanted_format: int, *, stream: bool = False) -> _Sent:
         return _Sent(
             cap_param=self._cap_param if cap is not None else None,
             cap=cap,
             fmt=min(wanted_format, self._format_level),
             temperature=self._temperature,
             effort=self._effort,
+            stream_usage=stream and self._stream_usage,
         )
 
     async def _create(
@@ -429,33 +495,66 @@ class LLM:
         schema: JSONSchema | None,
         seconds: float,
     ) -> ChatCompletion:
-        response_format: ResponseFormatJSONSchema | ResponseFormatJSONObject | openai.Omit
+        """POST /chat/completions through the SDK's client (its auth, errors,
+        response parsing and connection pool), with the body as built here.
+
+        ``chat.completions.create`` would first walk every message through the
+        SDK's TypedDict transform (aliases, file uploads: nothing our plain
+        role/content strings need); that walk was the largest single cost of a
+        request (about a fifth of its CPU at zero latency), so the body goes
+        out as is: only the parameters set, as ``create`` would send them.
+        """
+        return await self._client.post(
+            "/chat/completions",
+            body=self._body(model, messages, sent, schema),
+            cast_to=ChatCompletion,
+            # what is left of the stage's deadline; the API key as create() sends it
+            options={"timeout": seconds, "security": {"bearer_auth": True}},
+        )
+
+    async def _create_stream(
+        self, model: str, messages: list[dict[str, str]], sent: _Sent, seconds: float
+    ) -> openai.AsyncStream[object]:
+        """The same request with ``stream=True``: the SDK's stream of chunks
+        (server-sent events, ``data: [DONE]`` last), each as its parsed JSON:
+        building a ``ChatCompletionChunk`` model per event cost more CPU than
+        the rest of the request's LLM calls together (an answer is tens of
+        events); :func:`_gather` reads the few fields it needs."""
+        body = self._body(model, messages, sent, None)
+        body["stream"] = True
+        if sent.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        return await self._client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
+            options={"timeout": seconds, "security": {"bearer_auth": True}},
+        )
+
+    def _body(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        sent: _Sent,
+        schema: JSONSchema | None,
+    ) -> dict[str, object]:
+        body: dict[str, object] = {"model": model, "messages": messages, "stream": False}
         if sent.fmt == 2 and schema is not None:
-            response_format = {
+            body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "schema": dict(schema.schema), "strict": True},
             }
         elif sent.fmt >= 1:
-            response_format = _JSON_OBJECT
-        else:
-            response_format = openai.omit
-        omit = openai.omit
-        return await self._client.chat.completions.create(
-            model=model,
-            # Plain role/content dicts; the server validates them.
-            messages=cast(list[ChatCompletionMessageParam], messages),
-            stream=False,
-            temperature=omit if sent.temperature is None else sent.temperature,
-            max_completion_tokens=sent.cap
-            if sent.cap is not None and sent.cap_param == "max_completion_tokens"
-            else omit,
-            max_tokens=sent.cap
-            if sent.cap is not None and sent.cap_param == "max_tokens"
-            else omit,
-            reasoning_effort=omit if sent.effort is None else cast(Any, sent.effort),
-            response_format=response_format,
-            timeout=seconds,  # what is left of the stage's deadline
-        )
+            body["response_format"] = _JSON_OBJECT
+        if sent.temperature is not None:
+            body["temperature"] = sent.temperature
+        if sent.cap is not None and sent.cap_param is not None:
+            body[sent.cap_param] = sent.cap
+        if sent.effort is not None:
+            body["reasoning_effort"] = sent.effort
+        return body
 
     def _adapt(self, fault: Fault, sent: _Sent) -> tuple[bool, int | None]:
         """Change what the next request sends after a refusal that names a
@@ -495,13 +594,25 @@ class LLM:
                 self._effort = None
                 log.info("llm %s refused reasoning_effort; not sending it again", self.host)
                 return True, sent.cap
+            if sent.stream_usage and fault.names("stream_options", by_param=by_param):
+                self._stream_usage = False
+                log.info("llm %s refused stream_options; streaming without usage", self.host)
+                return True, sent.cap
             if sent.temperature is not None and fault.names("temperature", by_param=by_param):
                 self._temperature = None
                 log.info("llm %s refused temperature; not sending it again", self.host)
                 return True, sent.cap
         return False, sent.cap
 
-    def _read(self, response: object, usage: Usage, sent: _Sent, model: str, latency: float) -> str:
+    def _read(
+        self,
+        response: object,
+        usage: Usage,
+        sent: _Sent,
+        model: str,
+        latency: float,
+        call: telemetry.LLMCall,
+    ) -> str:
         """The text of a completion; RunFailed when the answer is unreadable."""
         who = f"The language model at {self.host}"
         if not isinstance(response, ChatCompletion):  # e.g. an HTML page served with 200
@@ -517,6 +628,12 @@ class LLM:
         message = getattr(first, "message", None)
         content = getattr(message, "content", None)
         finish = getattr(first, "finish_reason", None)
+        call.record(
+            prompt_tokens,
+            completion_tokens,
+            finish_reasons=[finish] if isinstance(finish, str) else [],
+            response_model=getattr(response, "model", None) or None,
+        )
         log.debug(
             "llm call model=%s prompt_tokens=%d completion_tokens=%d latency=%.2fs format=%s "
             "finish=%s",
@@ -541,6 +658,14 @@ class LLM:
                 )
             log.info("llm %s: answer cut at the cap of %s tokens", self.host, sent.cap)
         return content or ""
+
+    def _broke_off(self, exc: Exception) -> RunFailed:
+        """A streamed answer that failed after its first words."""
+        cause = _cause(exc) if isinstance(exc, openai.OpenAIError) else type(exc).__name__
+        log.warning("llm %s: the streamed answer broke off (%s)", self.host, cause)
+        return RunFailed(
+            f"The language model at {self.host} stopped in the middle of its answer ({cause})"
+        )
 
     # ------------------------------------------------------------- probes
     async def _get_json(self, url: str) -> object:
@@ -614,6 +739,66 @@ class LLM:
         if isinstance(exc, openai.APIResponseValidationError):
             return f"{who} sent an answer that could not be read"
         return f"{who} failed ({type(exc).__name__})"
+
+
+class _StreamCut(Exception):
+    """The stream ended before the model said it had finished."""
+
+
+async def _gather(
+    chunks: openai.AsyncStream[object], streamed: _Streamed, sent: _Sent
+) -> ChatCompletion | None:
+    """Read a streamed answer, handing on each piece of its text as it comes;
+    the whole as one completion (usage from the last chunk when the server
+    sends it), so it is read like any other.  Reasoning deltas are not
+    handed on; a stream that stops before a finish reason is cut off.
+
+    A server that ignores ``stream`` answers with one JSON completion: it is
+    read as such (None when the body is no completion at all, e.g. a proxy's
+    HTML page)."""
+    content_type = chunks.response.headers.get("content-type", "")
+    if "text/event-stream" not in content_type:
+        async with chunks:
+            body = await chunks.response.aread()
+        if "json" not in content_type:
+            return None
+        data = json.loads(body)
+        return ChatCompletion.model_construct(**data) if isinstance(data, dict) else None
+    parts: list[str] = []
+    finish: str | None = None
+    tokens: CompletionUsage | None = None
+    ident, model, created = "", "", 0
+    async with chunks:
+        async for chunk in chunks:
+            if not isinstance(chunk, dict):
+                continue  # not a chunk (the SDK raised already for an error event)
+            ident, model = chunk.get("id") or ident, chunk.get("model") or model
+            created = chunk.get("created") or created
+            usage = chunk.get("usage")
+            if isinstance(usage, dict):
+                tokens = CompletionUsage.model_construct(**usage)
+            choices = chunk.get("choices")
+            for choice in choices if isinstance(choices, list) else ():
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                finish = choice.get("finish_reason") or finish
+                delta = choice.get("delta")
+                text = delta.get("content") if isinstance(delta, dict) else None
+                if text and isinstance(text, str):
+                    parts.append(text)
+                    streamed.emitted = True
+                    await streamed.on_delta(text)
+    if finish is None and parts:
+        raise _StreamCut("the stream ended without a finish reason")
+    message = ChatCompletionMessage.model_construct(role="assistant", content="".join(parts))
+    return ChatCompletion.model_construct(
+        id=ident,
+        object="chat.completion",
+        created=created,
+        model=model,
+        choices=[Choice.model_construct(index=0, finish_reason=finish, message=message)],
+        usage=tokens,
+    )
 
 
 def _cause(exc: openai.OpenAIError) -> str:

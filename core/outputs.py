@@ -12,8 +12,9 @@ message reaches the user and the language model.
 
 Rules, by what the task produces (:mod:`core.tasks`):
 
-* every media blob decodes as its kind: an image with Pillow under the same
-  pixel limit as uploads, audio with soundfile/PyAV (at least one sample),
+* every media blob decodes as its kind: an image with Pillow under
+  :data:`OUTPUT_MAX_PIXELS` (its own limit, not the ``MAX_IMAGE_PIXELS``
+  setting for uploads), audio with soundfile/PyAV (at least one sample),
   video with PyAV (at least one frame; an animated GIF counts);
 * an image, audio or video task returns at least one blob of that kind;
 * classification tasks return labels, question answering an answer (or a
@@ -22,15 +23,21 @@ Rules, by what the task produces (:mod:`core.tasks`):
   nothing (an empty scene, a sentence without names), but what they return
   must have the right shape (names, finite scores and coordinates).
 
-CPU-bound (it decodes media): run it in a worker thread.
+CPU-bound when there is media to decode: :func:`check_output_async` runs
+it in a worker thread then, and on the event loop when the result is text
+and numbers or a small picture (a thread hop costs more than checking those).
 """
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import logging
 import math
 from collections.abc import Iterable
+
+from PIL import Image
 
 from core.errors import TaskFailed
 from core.mediatypes import HTML, MediaType, TooManyPixels, describe, sniff, verify_image
@@ -39,9 +46,16 @@ from core.tasks import AUDIO, IMAGE, TASKS, TEXT, VIDEO
 
 log = logging.getLogger(__name__)
 
-OUTPUT_MAX_PIXELS = 40_000_000  # the upload default (AgentConfig.max_image_pixels)
+# A model's output image is opened only under this many pixels (a decompression
+# bomb guard).  Its own limit: the uploads' MAX_IMAGE_PIXELS is an operator's
+# choice about what people may send, and lowering it must not fail generation.
+OUTPUT_MAX_PIXELS = 40_000_000
 OUTPUT_MAX_AUDIO_SECONDS = 1800.0  # decoding stops here; a longer answer is still accepted
 OUTPUT_MAX_VIDEO_SECONDS = 600.0
+# Pictures this small are checked on the event loop (well under a millisecond:
+# less than the hop to a worker thread); larger ones, audio and video in a thread.
+INLINE_IMAGE_BYTES = 16 * 1024
+INLINE_IMAGE_PIXELS = 256 * 256
 
 LABEL_TASKS = frozenset(
     {
@@ -72,6 +86,30 @@ def check_output(
         _check_blob(who, blob, max_pixels)
     _check_shapes(who, result, max_pixels)
     _check_required(task, who, result)
+
+
+async def check_output_async(task: str, model_id: str, result: TaskResult) -> None:
+    """:func:`check_output`, in a worker thread when it has media to decode:
+    audio or video, or pictures (masks included) over :data:`INLINE_IMAGE_BYTES`
+    or :data:`INLINE_IMAGE_PIXELS`."""
+    pictures = [b.data for b in result.media if b.kind == IMAGE]
+    pictures += [s.mask for s in result.segments if s.mask]
+    heavy = any(b.kind != IMAGE for b in result.media)
+    if heavy or sum(map(len, pictures)) > INLINE_IMAGE_BYTES or not all(map(_small, pictures)):
+        await asyncio.to_thread(check_output, task, model_id, result)
+    else:
+        check_output(task, model_id, result)
+
+
+def _small(data: bytes) -> bool:
+    """Whether a picture's header says it is at most :data:`INLINE_IMAGE_PIXELS`
+    (a few compressed bytes can stand for a huge picture)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:  # the header only: nothing decoded
+            width, height = im.size
+    except Exception:  # unreadable: the check in the thread says what it is
+        return False
+    return width * height <= INLINE_IMAGE_PIXELS
 
 
 # --- media ---------------------------------------------------------------------

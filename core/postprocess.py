@@ -3,10 +3,11 @@
 Object detection gets its boxes drawn on the input image and segmentation
 gets a coloured mask overlay, each as a new image a later task or turn can
 use; :func:`depth_result` makes a colour depth map (the backends call it:
-a depth map has no structured form worth keeping).  Audio a model returns as
-WAV/FLAC/raw is re-encoded to OGG/Opus and video that is not MP4 to MP4
-(H.264), so both play on phones.  Runs in a
-worker thread (Pillow and codec work is CPU-bound).
+a depth map has no structured form worth keeping).  :func:`deliverable`,
+when a result is stored for people: audio a model returns as WAV/FLAC/raw
+is re-encoded to OGG/Opus and video that is not MP4 to MP4 (H.264), so both
+play on phones (later tasks get the model's own, lossless output).  Runs in
+a worker thread (Pillow and codec work is CPU-bound).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from PIL import Image
 
 from core.results import Blob, TaskInputs, TaskResult
@@ -30,8 +30,7 @@ PLAYABLE_AUDIO = {"audio/ogg", "audio/mpeg", "audio/mp3", "audio/mp4", "audio/aa
 
 
 def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
-    result = _transcode_audio(result)
-    result = _transcode_video(result)
+    """The result with what later tasks and people look at drawn (boxes, masks)."""
     if result.media_of(IMAGE) is not None or inputs.image is None:
         return result
     try:
@@ -49,6 +48,11 @@ def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
     return replace(result, media=(*result.media, Blob(IMAGE, "image/png", png)))
 
 
+def deliverable(result: TaskResult) -> TaskResult:
+    """The result with its audio and video in formats phones play."""
+    return _transcode_video(_transcode_audio(result))
+
+
 def depth_result(depth: Any) -> TaskResult:
     """A depth-estimation result from raw depth values (an array or nested
     lists) or a depth image (PNG bytes): a colour-mapped PNG people can read at
@@ -56,6 +60,8 @@ def depth_result(depth: Any) -> TaskResult:
     is.  An image only has grey levels, so its range is marked relative.
     Raises ValueError (or OSError for unreadable bytes) for anything that is
     not a 2-D map."""
+    import numpy as np  # here, not at import: only depth maps need it
+
     from core.experts.images import depth_to_image
 
     extra: dict[str, Any] = {}

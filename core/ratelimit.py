@@ -66,14 +66,15 @@ class QuotaLimiter:
         self._clock = clock
         self._last_prune = float("-inf")
 
-    async def admit(self, req: Request) -> None:
-        """Count ``req`` against its user's and server's quotas, or raise
+    async def admit(self, req: Request, quotas: Quotas | None = None) -> None:
+        """Count ``req`` against its user's and server's quotas (``quotas``:
+        its server's, when they differ from the deployment's), or raise
         :class:`QuotaExceeded` saying which one is used up and until when
         (StoreUnavailable when the store cannot be reached)."""
         if req.is_admin:
             return
         now = self._clock()
-        windows = self._windows(req, now, requests=True)
+        windows = self._windows(req, now, requests=True, quotas=quotas)
         if not windows:
             return
         prune = None
@@ -84,17 +85,20 @@ class QuotaLimiter:
         if full is not None:
             raise _refusal(req, full, now)
 
-    async def charge(self, req: Request, usage: Usage) -> None:
+    async def charge(self, req: Request, usage: Usage, quotas: Quotas | None = None) -> None:
         """Add the LLM tokens ``req`` used to its daily token budgets."""
         tokens = usage.prompt_tokens + usage.completion_tokens
         if req.is_admin or tokens <= 0:
             return
-        await self.store.add_tokens(self._windows(req, self._clock(), requests=False), tokens)
+        windows = self._windows(req, self._clock(), requests=False, quotas=quotas)
+        await self.store.add_tokens(windows, tokens)
 
-    def _windows(self, req: Request, now: float, *, requests: bool) -> list[Window]:
+    def _windows(
+        self, req: Request, now: float, *, requests: bool, quotas: Quotas | None = None
+    ) -> list[Window]:
         """The windows ``req`` is counted in (``requests``), or those that
         count its tokens."""
-        q = self.quotas
+        q = quotas or self.quotas
         key = req.conversation
         user = f"user:{key.platform}:{req.user_id}"
         limits = [(user, q.user_per_minute, q.user_per_day, q.user_tokens_per_day)]

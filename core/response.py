@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from core import prompts
-from core.llm import LLM
+from core.llm import LLM, OnDelta
 from core.types import Resource, TaskRecord, TaskStatus, Usage
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ CHAT_LOG_BUDGET = 2000
 ARG_CHARS = 300
 MAX_LIST_ITEMS = 20
 _LINE_CHARS = 300  # a result in the fallback answer
+HEAD_CHARS = 120  # a streamed answer's first line is held until this long (echo check)
 
 
 def _trim_value(value: Any, limit: int) -> Any:
@@ -92,10 +93,12 @@ def build_response_messages(
     records: Sequence[TaskRecord],
     files: Sequence[Resource],
     max_result_chars: int = 2000,
+    instruction: str | None = None,
 ) -> list[dict[str, str]]:
     """System prompt plus one user message: chat log, request, records (one
     compact JSON object a task), files; each block in its tag, which the
-    system prompt explains."""
+    system prompt explains.  ``instruction``: a line added to the system
+    prompt (a server's answer language)."""
     parts: list[str] = []
     log = prompts.render_chat_log(chat_log, CHAT_LOG_BUDGET)
     if log:
@@ -110,9 +113,14 @@ def build_response_messages(
     listed = "\n".join(_file_line(f) for f in files) or "none"
     parts.append(f"<files>\n{listed}\n</files>")
     return [
-        {"role": "system", "content": prompts.load("response_system.md")},
+        {"role": "system", "content": _system(instruction)},
         {"role": "user", "content": "\n".join(parts)},
     ]
+
+
+def _system(instruction: str | None) -> str:
+    base = prompts.load("response_system.md")
+    return f"{base.rstrip()}\n\n{instruction}" if instruction else base
 
 
 def _compact_json(value: Any) -> str:
@@ -144,6 +152,8 @@ async def generate_response(
     usage: Usage,
     max_result_chars: int = 2000,
     max_tokens: int | None = None,
+    on_delta: OnDelta | None = None,
+    instruction: str | None = None,
 ) -> Answer:
     """The LLM's answer (at most ``max_tokens`` completion tokens).
 
@@ -151,6 +161,10 @@ async def generate_response(
     (weak local models do), becomes :func:`fallback_answer` (``fallback``
     set).  Raises :class:`~core.errors.RunFailed` when the call fails; the
     caller then answers with ``fallback_answer(records, files, error=str(exc))``.
+
+    ``on_delta``: stream the answer, handing on its text as it comes (its
+    first line is held back until it is seen not to echo the prompt; an
+    echo is never handed on).  The returned text is the whole answer.
     """
     messages = build_response_messages(
         request_text=request_text,
@@ -158,8 +172,14 @@ async def generate_response(
         records=records,
         files=files,
         max_result_chars=max_result_chars,
+        instruction=instruction,
     )
-    text = (await llm.complete(messages, usage=usage, max_tokens=max_tokens)).strip()
+    opening = _Opening(on_delta) if on_delta is not None else None
+    text = (
+        await llm.complete(messages, usage=usage, max_tokens=max_tokens, on_delta=opening)
+    ).strip()
+    if opening is not None and text and not echoes_prompt(text):
+        await opening.flush()
     if not text:
         why = "the language model gave an empty answer"
     elif echoes_prompt(text):
@@ -168,6 +188,43 @@ async def generate_response(
     else:
         return Answer(text)
     return Answer(fallback_answer(records, files, why), fallback=True)
+
+
+class _Opening:
+    """Passes a streamed answer on, holding back its start only while it
+    could still be an echo of the prompt (it opens like one of the prompt's
+    tags or lines): until that is settled, the line is complete, or it is
+    :data:`HEAD_CHARS` long.  An ordinary answer goes out with its first piece."""
+
+    def __init__(self, on_delta: OnDelta) -> None:
+        self._on_delta = on_delta
+        self._head = ""
+        self._passing = False
+        self._echo = False
+
+    async def __call__(self, text: str) -> None:
+        if self._passing:
+            await self._on_delta(text)
+            return
+        if self._echo:
+            return
+        self._head += text
+        start = self._head.lstrip()
+        if "\n" in start or len(start) >= HEAD_CHARS or not _may_echo(start):
+            if echoes_prompt(start):
+                self._echo = True
+                return
+            await self._release(start)
+
+    async def flush(self) -> None:
+        """The answer ended while its first line was held: pass it on."""
+        start = self._head.lstrip()
+        if not self._passing and not self._echo and start:
+            await self._release(start)
+
+    async def _release(self, start: str) -> None:
+        self._passing = True
+        await self._on_delta(start)
 
 
 _ECHO_TAG = re.compile(r"[<‹]\s*/?\s*(?:request|results|files|chat_log)\s*[>›]", re.IGNORECASE)
@@ -185,6 +242,17 @@ def _prompt_lines() -> frozenset[str]:
     )
     system = prompts.load("response_system.md").splitlines()
     return frozenset(n for n in map(_norm, (*fixed, *system)) if len(n) >= 8)
+
+
+def _may_echo(head: str) -> bool:
+    """Whether an answer that begins with ``head`` may still turn out to
+    echo the prompt (:func:`echoes_prompt`): it opens with a tag, or its
+    first line so far begins one of the prompt's lines."""
+    start = head.lstrip().lstrip("`").removeprefix("markdown").removeprefix("text").lstrip()
+    if not start or start[0] in "<‹":
+        return True
+    first = _norm(start.split("\n", 1)[0])
+    return not first or any(line.startswith(first) for line in _prompt_lines())
 
 
 def _norm(line: str) -> str:

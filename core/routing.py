@@ -130,7 +130,14 @@ class ExpertRouter:
         return dict(zip(tasks, found, strict=True))
 
     def runnable_tasks(self, catalog: Catalog) -> list[str]:
-        return [a.task for a in self.availability(catalog) if a.backends]
+        """The tasks of the table some catalog model can run now (what the
+        planner is offered).  It runs on every request, so it stops at each
+        task's first usable model instead of building :meth:`availability`;
+        the answer is the same, and fresh (a model put on the skip list, or
+        weights that arrived, count at once)."""
+        return [
+            task for task in TASKS if any(self.backends_for(task, m) for m in catalog.ranked(task))
+        ]
 
     def _why_not(self, task: str) -> str:
         reasons: list[str] = []

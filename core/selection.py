@@ -33,6 +33,8 @@ DESCRIPTION_CHARS = 100
 ARG_CHARS = 200
 MOST_DOWNLOADED = "most downloaded"
 ONLY_CANDIDATE = "only candidate"
+# A task runs on its top candidate while the LLM chooses; a run that finished first stands.
+FINISHED_FIRST = "most downloaded candidate; finished before the choice"
 _MODEL_KEYS = ("model_id", "model", "id", "name")
 _TASK_KEYS = ("task_id", "task", "tid")
 _INT = re.compile(r"-?\d+")
@@ -101,6 +103,18 @@ async def select_models(
         sum(1 for t in ask if chosen[t.id].by_llm),
     )
     return chosen
+
+
+def first_guesses(
+    plan: Sequence[PlannedTask], candidates: Mapping[int, Sequence[ModelInfo]]
+) -> dict[int, Selection]:
+    """What each task with candidates runs on while the choice is made (its
+    top candidate), with the reason it keeps if it finishes first."""
+    return {
+        t.id: Selection(cands[0], ONLY_CANDIDATE if len(cands) == 1 else FINISHED_FIRST, False)
+        for t in plan
+        if (cands := candidates.get(t.id))
+    }
 
 
 def _resolve(task_id: int, pick: tuple[str, str] | None, cands: Sequence[ModelInfo]) -> Selection:

@@ -287,6 +287,15 @@ class TaskTimeouts:
             return self.media
         return self.classic
 
+    def typical(self, task: str) -> float:
+        """How long one call usually takes (seconds): a rough figure for
+        estimates, never a limit."""
+        if task in VIDEO_WORK:
+            return 120.0
+        if task in MEDIA_WORK:
+            return 20.0
+        return 3.0
+
     @property
     def longest(self) -> float:
         return max(self.classic, self.media, self.video)

@@ -16,6 +16,7 @@ from core.execution import TaskOutcome
 from core.mediatypes import inspect_attachment, sniff
 from core.planning import PlannedTask
 from core.results import Blob
+from core.server_settings import TurnSettings
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History
@@ -45,6 +46,7 @@ class Turn:
     uploads: list[Resource] = field(default_factory=list)
     generated: list[Resource] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    settings: TurnSettings | None = None  # its server's settings applied (set as it starts)
 
     def handles(self) -> dict[str, str]:
         """Every file this turn may name: handle → kind."""

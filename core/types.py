@@ -1,24 +1,20 @@
 """Boundary types shared by the core agent and every adapter.
 
-Adapters build a :class:`Request`, hand it to ``Agent.handle`` and render the
-:class:`Progress` events and the final :class:`Reply`.  Nothing here knows a
+Adapters build a :class:`Request`, run it with ``AgentAPI.run`` and render the
+typed events (:data:`Event`) and the final :class:`Reply`.  Nothing here knows a
 platform: Discord and Slack translate to and from these at their edge.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from core.jobs import JobRunner, Outcome, TurnJob
-    from core.store.jobs import Accepted
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +62,12 @@ class Request:
     # Set by the adapter for the platform's admins (Discord Manage Server or
     # Administrator, Slack's admin list) and the CLI's operator: no quotas.
     is_admin: bool = False
+    # An approved plan (``/plan`` → Run, "run again on other models"): these
+    # steps run as they are, without the planning call; a step's ``model``
+    # runs first (no selection call), the task's other candidates after it.
+    # Checked like a planned plan: one that no longer fits (a file gone, a
+    # task no longer offered) is refused with the reason.
+    plan: tuple[PlannedStep, ...] | None = None
 
 
 class Stage(StrEnum):
@@ -96,19 +98,96 @@ class TaskState:
     error: str | None = None
 
 
+# --------------------------------------------------------------- run events
+# What ``AgentAPI.run`` yields while a request runs, in order, ending with
+# :class:`Finished`.  Events carry data, never wording: each adapter's
+# renderer decides what a person reads.
+
+
 @dataclass(frozen=True, slots=True)
-class Progress:
+class StageStarted:
+    """A stage began (``resumed``: planning picked up where a stopped
+    process left the request).  ``planned``: on SELECTING, how many tasks."""
+
     stage: Stage
-    detail: str
+    resumed: bool = False
+    planned: int | None = None
     tasks: tuple[TaskState, ...] = ()
-    # Set on the "still waiting for the language model" notices a long LLM
-    # call sends (at most one per interval): the seconds waited so far.
-    waited: float | None = None
-    # On QUEUED events: how many accepted requests start before this one.
-    ahead: int | None = None
 
 
-ProgressSink = Callable[[Progress], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class StillWaiting:
+    """The stage's language-model call is still running (at most one such
+    event per ``llm_wait_notice`` seconds): ``waited`` seconds so far, in
+    ``attempt`` requests."""
+
+    stage: Stage
+    waited: float
+    attempt: int = 1
+    tasks: tuple[TaskState, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePosition:
+    """The request waits: ``ahead`` requests start before it; ``conversation_busy``
+    when the one before it is an earlier request of the same conversation."""
+
+    ahead: int
+    conversation_busy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TasksChanged:
+    """A task started, finished, failed or was skipped: every task's state."""
+
+    tasks: tuple[TaskState, ...]
+
+    @property
+    def finished(self) -> int:
+        ended = (TaskStatus.DONE, TaskStatus.FAILED, TaskStatus.SKIPPED)
+        return sum(t.status in ended for t in self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    """The next words of the answer, as the language model writes them."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDiscarded:
+    """What :class:`AnswerDelta` events said so far is void (the stream broke
+    off, or the model echoed its prompt): the reply's text replaces it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restarting:
+    """The bot is restarting; the request is kept and finished after."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The last event of a run."""
+
+    reply: Reply
+
+
+Event = (
+    StageStarted
+    | StillWaiting
+    | QueuePosition
+    | TasksChanged
+    | AnswerDelta
+    | AnswerDiscarded
+    | Restarting
+    | Finished
+)
+EventSink = Callable[[Event], Awaitable[None]]
+# What a job runner is told while its request waits or when the bot restarts.
+Notice = QueuePosition | Restarting
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +203,10 @@ class Resource:
     size: int
     source: str  # "upload" | "generated"
     task_id: int | None = None
+
+    @property
+    def is_image(self) -> bool:
+        return self.kind == "image" or self.mime.startswith("image/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,18 +243,66 @@ class Usage:
         self.completion_tokens += completion_tokens
 
 
+class ReplyStatus(StrEnum):
+    """How a request ended."""
+
+    ANSWERED = "answered"  # the language model's answer
+    # Built from the results without the language model (the answer stage
+    # failed or answered nothing usable): the results are there, the prose is not.
+    FALLBACK = "fallback"
+    REFUSED = "refused"  # not run: bad input, over a quota, the bot restarting
+    FAILED = "failed"  # could not be completed (language model, plan, store, a bug)
+
+
+_TIMED = ("planning", "selection", "execution", "response", "total")
+
+
+@dataclass(frozen=True, slots=True)
+class Timings(Mapping[str, float]):
+    """Seconds each stage took (None: it did not run); a read-only mapping of
+    the stages that ran, for JSON and logs."""
+
+    planning: float | None = None
+    selection: float | None = None
+    execution: float | None = None
+    response: float | None = None
+    total: float | None = None
+
+    @classmethod
+    def of(cls, seconds: Mapping[str, float]) -> Timings:
+        return cls(**{k: float(v) for k, v in seconds.items() if k in _TIMED})
+
+    def __getitem__(self, key: str) -> float:
+        value = getattr(self, key, None) if key in _TIMED else None
+        if value is None:
+            raise KeyError(key)
+        return float(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k in _TIMED if getattr(self, k) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     text: str
     files: tuple[Resource, ...] = ()
     tasks: tuple[TaskRecord, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
     usage: Usage = field(default_factory=Usage)
     request_id: str = ""
-    error: bool = False  # True when the answer is an error message for the user
-    # True when the text is the fallback answer built without the LLM (the answer
-    # stage failed or answered nothing usable): the results are there, the prose is not.
-    fallback: bool = False
+    status: ReplyStatus = ReplyStatus.ANSWERED
+
+    @property
+    def error(self) -> bool:
+        """The text says why the request was refused or failed."""
+        return self.status in (ReplyStatus.REFUSED, ReplyStatus.FAILED)
+
+    @property
+    def fallback(self) -> bool:
+        return self.status is ReplyStatus.FALLBACK
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +315,68 @@ class PlannedStep:
     args: dict[str, str]
     model: str | None
     reason: str | None
+    # How long the step usually takes and at most (one model call, its
+    # task's timeout), in seconds; its price where the provider publishes
+    # one (None: not published).
+    typical_seconds: float | None = None
+    max_seconds: float | None = None
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PlanPreview:
+    """What ``/plan`` shows: the steps (none: the request needs no model), or
+    why no plan could be made (``status`` REFUSED or FAILED, ``note``)."""
+
     steps: tuple[PlannedStep, ...]
     usage: Usage = field(default_factory=Usage)
-    note: str = ""  # e.g. "answered directly" or an error for the user
-    error: bool = False  # True when ``note`` says why no plan could be made
+    status: ReplyStatus = ReplyStatus.ANSWERED
+    note: str = ""  # why no plan could be made, for the user
+
+    @property
+    def error(self) -> bool:
+        return self.status in (ReplyStatus.REFUSED, ReplyStatus.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class PastRequest:
+    """A request as the store remembers it (``AgentAPI.recall``): a turn that
+    ran (``reply``: its status, tasks, timings and usage), or a ``/plan``
+    preview (``reply`` None, ``usage`` the planning's)."""
+
+    request_id: str
+    conversation: ConversationKey
+    user_id: str
+    text: str
+    steps: tuple[PlannedStep, ...]  # the plan, each step on the model it ran (would run) on
+    reply: Reply | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLine:
+    """One row of ``/usage``: what one model (or everything, in a total) used."""
+
+    label: str
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_calls: int = 0
+    model_seconds: float = 0.0
+    cost_usd: float | None = None  # None: no call was priced
+    unpriced_calls: int = 0  # calls no provider put a price on
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """What ``/usage`` shows: the caller's own usage (``scope`` "you") or,
+    for admins, their server's ("server"), per model, since ``since``."""
+
+    scope: Literal["you", "server"]
+    since: datetime | None
+    lines: tuple[UsageLine, ...]
+    total: UsageLine
+    turns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,17 +390,139 @@ class ModelChoice:
     backend: str | None = None
 
 
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+# How a job ended for ``AgentAPI.process``: answered ("done"), handled by
+# another process ("elsewhere"), or handed on at shutdown ("deferred").
+JobOutcome = Literal["done", "elsewhere", "deferred"]
+
+
+class JobRecord(Protocol):
+    """A stored job as ``AgentAPI.accept`` reports it."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def state(self) -> str:
+        """A :class:`JobState` value."""
+        ...
+
+
+class Accepted(Protocol):
+    """A request recorded as a job; ``fresh`` is False when its dedup key was
+    known (a redelivery), and then ``job`` is the existing job as it is now."""
+
+    @property
+    def job(self) -> JobRecord: ...
+
+    @property
+    def fresh(self) -> bool: ...
+
+
+class Job(Protocol):
+    """A durable job as its runner (and the agent) sees it: the adapter's
+    payload, where its status message is, and the agent's checkpoint."""
+
+    status_ref: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def resumed(self) -> bool:
+        """An earlier process started this job and did not finish it."""
+        ...
+
+    @property
+    def inputs_stored(self) -> bool:
+        """The request's files are in the media store already (a resumed job)."""
+        ...
+
+    def now(self) -> datetime: ...
+
+    async def set_status_ref(self, ref: dict[str, Any]) -> None:
+        """Remember where the status message is (a resumed job edits it)."""
+        ...
+
+    async def save_checkpoint(self, data: dict[str, Any]) -> None: ...
+
+
+class JobRunner(Protocol):
+    """What an adapter registers for its kind of job."""
+
+    async def run(self, job: Job) -> None:
+        """Rebuild the request from ``job.payload``, run it through
+        ``AgentAPI.run(request, job=job)``, post the answer.  Should not
+        raise (tell the person instead); the job is done after."""
+        ...
+
+    async def notify(self, job: Job, notice: Notice) -> None:
+        """Show ``notice`` as the request's status (its place in the queue,
+        or that the bot is restarting and will finish it)."""
+        ...
+
+    async def give_up(self, job: Job, reason: str) -> None:
+        """The job will not be run (again): tell the person ``reason``."""
+        ...
+
+
+class Run(Protocol):
+    """One request running: ``async for event in run`` until :class:`Finished`,
+    then ``run.reply``."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    @property
+    def reply(self) -> Reply:
+        """The reply (after :class:`Finished`; RuntimeError before)."""
+        ...
+
+
 class AgentAPI(Protocol):
     """What adapters may call.  ``core.agent.Agent`` implements it."""
 
+    def run(self, request: Request, *, job: Job | None = None) -> AbstractAsyncContextManager[Run]:
+        """Run the four stages for one request::
+
+            async with agent.run(request, job=job) as run:
+                async for event in run:
+                    ...  # render it
+                post(run.reply)
+
+        Never raises for user-caused or upstream failures (the reply's
+        ``status`` says how it ended; its text says why).  The run counts as
+        in flight, for a graceful shutdown, until the ``async with`` ends, so
+        posting the answer inside it is waited for too; leaving early stops
+        the request.  ``job``: the durable job the request runs as (a runner
+        passes the one it was given): progress is checkpointed on it and a
+        resumed job continues where it stopped."""
+        ...
+
     async def handle(
-        self, request: Request, progress: ProgressSink | None = None, job: TurnJob | None = None
+        self, request: Request, events: EventSink | None = None, job: Job | None = None
     ) -> Reply:
-        """Run the four stages for one request; never raises for user-caused or
-        upstream failures (the Reply says what went wrong, ``error=True``).
-        ``job``: the durable job the request runs as (a runner passes the one
-        it was given): progress is checkpointed on it and a resumed job
-        continues where it stopped."""
+        """``run`` to the end, handing each event to ``events``; the reply."""
         ...
 
     def register_runner(self, kind: str, runner: JobRunner) -> None:
@@ -235,7 +542,7 @@ class AgentAPI(Protocol):
         a known ``dedup`` key (a redelivery) returns its job, ``fresh=False``."""
         ...
 
-    async def process(self, job_id: int) -> Outcome:
+    async def process(self, job_id: int) -> JobOutcome:
         """Run an accepted job here when its turn comes (queue order, the
         in-flight cap); returns when it is answered ("done"), handled by
         another process ("elsewhere") or handed on at shutdown ("deferred")."""
@@ -245,9 +552,47 @@ class AgentAPI(Protocol):
         """Plan and select models without running anything (``/plan``)."""
         ...
 
+    async def recall(self, request_id: str) -> PastRequest | None:
+        """A past request of this deployment (a turn, or a ``/plan`` preview)
+        by its id; None when the store no longer has it."""
+        ...
+
     async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
         """Delete a conversation's history (only ``user_id``'s turns when given);
         returns how many messages were removed."""
+        ...
+
+    async def usage(
+        self,
+        conversation: ConversationKey,
+        user_id: str,
+        *,
+        server_wide: bool = False,
+        is_admin: bool = False,
+        since: str | None = None,
+    ) -> UsageReport:
+        """``/usage``: the caller's usage on this conversation's server (or,
+        ``server_wide`` and an admin, the whole server's), per model, since
+        ``since`` ("7d", "12h", a date; None: all).  InputRejected for a bad
+        ``since`` or ``server_wide`` without being an admin."""
+        ...
+
+    async def settings(self, conversation: ConversationKey) -> dict[str, str]:
+        """This conversation's server's settings, for display (set keys only)."""
+        ...
+
+    async def configure(
+        self,
+        conversation: ConversationKey,
+        key: str,
+        value: str | None,
+        *,
+        user_id: str,
+        is_admin: bool,
+    ) -> dict[str, str]:
+        """Set (``value``) or unset (None) one of the server's settings; the
+        settings after the change.  InputRejected with a message to show for
+        a non-admin, an unknown key or a bad value."""
         ...
 
     def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
@@ -262,7 +607,12 @@ class AgentAPI(Protocol):
         """The bytes of a stored resource (for uploading replies)."""
         ...
 
-    def busy(self) -> AbstractAsyncContextManager[None]:
-        """Wrap a whole turn (handle + posting the answer) so a graceful
-        shutdown waits for it."""
+    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
+        """An image re-encoded (and downscaled if need be) to at most
+        ``max_bytes``, with its MIME type; None when it cannot be made to fit
+        (or is no image).  Runs off the event loop."""
+        ...
+
+    def sniff(self, data: bytes) -> str | None:
+        """The MIME type the bytes' magic says, or None when they say nothing."""
         ...

@@ -9,36 +9,30 @@ Entry points for the composition root:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from adapters.discord.client import DiscordBot, api_base, invite_url, startup_errors
 from adapters.discord.config import DiscordConfig
 from core.types import AgentAPI
-
-if TYPE_CHECKING:
-    from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DiscordBot", "DiscordConfig", "invite_url", "run_discord", "sync_commands"]
 
 
-async def run_discord(agent: AgentAPI, settings: Settings) -> None:
+async def run_discord(agent: AgentAPI, config: DiscordConfig) -> None:
     """Serve Discord until cancelled (the client is closed on the way out).
 
     A token, intent or shard setting Discord refuses ends it with a
     :class:`~core.errors.ConfigError` naming the setting (no retries)."""
-    config = DiscordConfig.from_settings(settings)
     token = config.require_token()
     with api_base(config.api_base), startup_errors(config):
         async with DiscordBot(agent, config) as client:
             await client.start(token)
 
 
-async def sync_commands(settings: Settings) -> None:
+async def sync_commands(config: DiscordConfig) -> None:
     """Register the slash commands globally (they may take up to an hour to
     appear everywhere; use DISCORD_DEV_GUILD_IDS for instant per-guild sync)."""
-    config = DiscordConfig.from_settings(settings)
     token = config.require_token()
     with api_base(config.api_base), startup_errors(config):
         async with DiscordBot(None, config, sync_dev_guilds=False) as client:

@@ -1,8 +1,8 @@
 """The Discord client: app commands, mentions, one-time setup.
 
 One-time work happens in ``setup_hook`` (it runs once, at login), never in
-``on_ready`` (which reruns on every reconnect): the download session, the
-command sync to development guilds, and the invite URL.  Global sync is a
+``on_ready`` (which reruns on every reconnect): the persistent buttons, the
+command sync to development guilds, the job runner and the invite URL.  Global sync is a
 separate, explicit step (``python -m bot discord sync``).  The client is an
 ``AutoShardedClient`` so several processes can split the shards of one bot.
 """
@@ -19,11 +19,12 @@ import aiohttp
 import discord
 import discord.http
 
+from adapters.discord.buttons import register as register_buttons
 from adapters.discord.commands import BotTree, install
 from adapters.discord.config import DiscordConfig
 from adapters.discord.jobs import KIND as JOB_KIND
 from adapters.discord.jobs import DiscordRunner
-from adapters.discord.mentions import handle_message
+from adapters.discord.messages import handle_message
 from core.errors import BotError, ConfigError
 from core.types import AgentAPI
 
@@ -163,6 +164,8 @@ class DiscordBot(discord.AutoShardedClient):
         return self._session
 
     async def setup_hook(self) -> None:
+        # Buttons on messages posted before this process started work too.
+        register_buttons(self)
         if self._sync_dev_guilds:
             for guild_id in self.config.dev_guild_ids:
                 guild = discord.Object(guild_id)

@@ -1,4 +1,5 @@
-"""Slash commands: /ask, /plan, /models, /forget, /help.
+"""Slash commands: /ask, /plan, /models, /forget, /help (and /usage, /config
+from :mod:`adapters.discord.admin`).
 
 Every command that may be slow defers *first* (nothing but in-memory checks
 before it), so Discord's 3-second deadline is never at risk; ``/ask`` records
@@ -17,12 +18,26 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from adapters.discord.flow import SORRY, channel_ids, conversation_key, role_ids
+from adapters.chat import reports
+from adapters.chat.intake import process
+from adapters.chat.render import CANNOT_TAKE, ERROR_ICON
+from adapters.chat.text import split_text
+from adapters.discord import admin
+from adapters.discord.buttons import plan_view
 from adapters.discord.incoming import check_attachments
+from adapters.discord.interactions import (
+    ACCEPT_WITHIN,
+    Inter,
+    access_refusal,
+    conversation_of,
+    is_admin,
+    refuse,
+    send_chunks,
+)
 from adapters.discord.jobs import KIND as JOB_KIND
 from adapters.discord.jobs import interaction_payload
-from adapters.discord.render import models_text, plan_text, split_text
-from core.types import ConversationKey, Request, new_request_id
+from adapters.discord.surface import MESSAGE_LIMIT, RENDERER
+from core.types import Request, new_request_id
 
 if TYPE_CHECKING:
     from adapters.discord.client import DiscordBot
@@ -31,69 +46,26 @@ log = logging.getLogger(__name__)
 
 HELP = """**How to use me**
 `/ask prompt [file1..3]` — I plan AI tasks, pick Hugging Face models, run them and answer (with any files they make).
-`/plan prompt` — show the tasks and models I would use, without running them.
+`/plan prompt` — show the tasks and models I would use, without running them, with an estimate and a **Run** button.
 `/models [task]` — candidate models, for one task or all.
 `/forget` — clear this channel's conversation (your own messages; the whole channel if you can manage messages).
+`/usage [since] [server]` — what your requests (or, for admins, the server's) used. `/config` — the server's own settings (admins).
+Under each answer: 🔁 **Run again** on other models, 🔎 **Details**, 🗑️ **Delete**.
 You can also mention me with a message and attachments, or DM me. Each thread is its own conversation and can use the files of its channel."""
 
 MODEL_CHOICES_SHOWN = 25  # Discord's maximum for autocomplete
-ACCEPT_WITHIN = 2.0  # seconds recording a request may take (Discord's deadline is 3)
-CANNOT_TAKE = "I can't take requests right now; please try again in a minute."
 
 
-def _bot(interaction: discord.Interaction[Any]) -> DiscordBot:
-    return interaction.client  # type: ignore[no-any-return]
-
-
-def _key(interaction: discord.Interaction[Any]) -> ConversationKey:
-    channel_id = interaction.channel_id or 0
-    return conversation_key(interaction.guild_id, interaction.channel, channel_id)
-
-
-def _request(
-    interaction: discord.Interaction[Any], text: str, attachments: tuple[Any, ...] = ()
-) -> Request:
+def _request(interaction: Inter, text: str) -> Request:
     user = interaction.user
     return Request(
-        conversation=_key(interaction),
+        conversation=conversation_of(interaction),
         user_id=str(user.id),
         text=text,
-        attachments=attachments,
         request_id=interaction.extras.setdefault("request_id", new_request_id()),
         user_name=user.display_name,
-        is_admin=_is_admin(interaction),
+        is_admin=is_admin(interaction),
     )
-
-
-def _is_admin(interaction: discord.Interaction[Any]) -> bool:
-    """A server admin (Manage Server or Administrator, as the interaction's
-    resolved permissions say): exempt from the quotas."""
-    if interaction.guild_id is None:
-        return False
-    perms = interaction.permissions
-    return bool(perms.administrator or perms.manage_guild)
-
-
-async def _refuse(interaction: discord.Interaction[Any], text: str) -> None:
-    """A short message only the user sees, whatever state the interaction is in."""
-    if not interaction.response.is_done():
-        await interaction.response.send_message(f"❌ {text}", ephemeral=True)
-        return
-    if not interaction.is_expired():
-        # A public "thinking…" would linger: remove it, then answer privately.
-        try:
-            await interaction.delete_original_response()
-        except discord.HTTPException:
-            log.debug("could not delete the original response", exc_info=True)
-        await interaction.followup.send(f"❌ {text}", ephemeral=True)
-
-
-async def _send_chunks(interaction: discord.Interaction[Any], text: str) -> None:
-    """Resolve a deferred interaction with ``text`` (split if long)."""
-    chunks = split_text(text) or ["(nothing to show)"]
-    await interaction.edit_original_response(content=chunks[0])
-    for chunk in chunks[1:]:
-        await interaction.followup.send(chunk, allowed_mentions=discord.AllowedMentions.none())
 
 
 @app_commands.command(name="ask", description="Ask me: I plan AI tasks, run models and answer")
@@ -101,27 +73,27 @@ async def _send_chunks(interaction: discord.Interaction[Any], text: str) -> None
     prompt="What you want", file1="A file to use", file2="Another file", file3="Another file"
 )
 async def ask(
-    interaction: discord.Interaction[Any],
+    interaction: Inter,
     prompt: app_commands.Range[str, 1, 4000],
     file1: discord.Attachment | None = None,
     file2: discord.Attachment | None = None,
     file3: discord.Attachment | None = None,
 ) -> None:
-    bot = _bot(interaction)
+    bot = interaction.client
     files = [f for f in (file1, file2, file3) if f is not None]
     refusal = check_attachments(files, bot.config)
     if refusal:
-        await _refuse(interaction, refusal)
+        await refuse(interaction, refusal)
         return
     # Recorded (one insert, bounded) before Discord is told we have it; the
     # files stay on the CDN until the job runs.
     rid = interaction.extras.setdefault("request_id", new_request_id())
-    payload = interaction_payload(interaction, prompt, files, is_admin=_is_admin(interaction))
+    payload = interaction_payload(interaction, prompt, files, is_admin=is_admin(interaction))
     try:
         accepted = await asyncio.wait_for(
             bot.agent.accept(
                 JOB_KIND,
-                _key(interaction),
+                conversation_of(interaction),
                 payload,
                 request_id=rid,
                 dedup=f"discord:interaction:{interaction.id}",
@@ -130,29 +102,32 @@ async def ask(
         )
     except Exception:
         log.exception("discord request %s: could not be recorded", rid)
-        await _refuse(interaction, CANNOT_TAKE)
+        await refuse(interaction, CANNOT_TAKE)
         return
     await interaction.response.defer(thinking=True)
-    outcome = await bot.agent.process(accepted.job.id)
-    log.info("discord request %s: job %s %s", rid, accepted.job.id, outcome)
+    await process(bot.agent, accepted, f"discord request {rid}")
 
 
 @app_commands.command(
-    name="plan", description="Show the tasks and models I would use, without running them"
+    name="plan", description="Show the tasks and models I would use, with an estimate, then Run"
 )
 @app_commands.describe(prompt="What you want")
-async def plan(
-    interaction: discord.Interaction[Any], prompt: app_commands.Range[str, 1, 4000]
-) -> None:
+async def plan(interaction: Inter, prompt: app_commands.Range[str, 1, 4000]) -> None:
     await interaction.response.defer(thinking=True)
-    preview = await _bot(interaction).agent.plan_only(_request(interaction, prompt))
-    await _send_chunks(interaction, plan_text(preview))
+    request = _request(interaction, prompt)
+    preview = await interaction.client.agent.plan_only(request)
+    if preview.error:
+        await send_chunks(interaction, RENDERER.plan(preview))
+        return
+    text = (
+        f"{RENDERER.plan(preview)}\n{reports.estimate(preview.steps)}\n"
+        f"Press **Run** to run exactly this plan (only {interaction.user.mention} can)."
+    )
+    await send_chunks(interaction, text, plan_view(interaction.user.id, request.request_id))
 
 
-async def _task_autocomplete(
-    interaction: discord.Interaction[Any], current: str
-) -> list[app_commands.Choice[str]]:
-    names = sorted(_bot(interaction).agent.models())
+async def _task_autocomplete(interaction: Inter, current: str) -> list[app_commands.Choice[str]]:
+    names = sorted(interaction.client.agent.models())
     wanted = current.lower().replace(" ", "-")
     return [app_commands.Choice(name=n, value=n) for n in names if wanted in n][
         :MODEL_CHOICES_SHOWN
@@ -162,19 +137,19 @@ async def _task_autocomplete(
 @app_commands.command(name="models", description="List candidate models, for one task or all")
 @app_commands.describe(task="A task such as text-to-image (leave empty for all)")
 @app_commands.autocomplete(task=_task_autocomplete)
-async def models(interaction: discord.Interaction[Any], task: str | None = None) -> None:
-    chunks = split_text(models_text(_bot(interaction).agent.models(task)))
+async def models(interaction: Inter, task: str | None = None) -> None:
+    chunks = split_text(RENDERER.models(interaction.client.agent.models(task)), MESSAGE_LIMIT)
     await interaction.response.send_message(chunks[0], ephemeral=True)
     for chunk in chunks[1:]:
         await interaction.followup.send(chunk, ephemeral=True)
 
 
 @app_commands.command(name="forget", description="Clear this channel's conversation with me")
-async def forget(interaction: discord.Interaction[Any]) -> None:
+async def forget(interaction: Inter) -> None:
     await interaction.response.defer(ephemeral=True, thinking=True)
     everyone = interaction.guild_id is None or interaction.permissions.manage_messages
     user_id = None if everyone else str(interaction.user.id)
-    removed = await _bot(interaction).agent.forget(_key(interaction), user_id)
+    removed = await interaction.client.agent.forget(conversation_of(interaction), user_id)
     whose = "this conversation's" if everyone else "your"
     await interaction.followup.send(
         f"🧹 Forgot {removed} of {whose} message{'s' if removed != 1 else ''} here.",
@@ -183,32 +158,33 @@ async def forget(interaction: discord.Interaction[Any]) -> None:
 
 
 @app_commands.command(name="help", description="How to use me")
-async def help_(interaction: discord.Interaction[Any]) -> None:
+async def help_(interaction: Inter) -> None:
     await interaction.response.send_message(HELP, ephemeral=True)
 
 
-COMMANDS: tuple[app_commands.Command[Any, ..., Any], ...] = (ask, plan, models, forget, help_)
+COMMANDS: tuple[app_commands.Command[Any, ..., Any] | app_commands.Group, ...] = (
+    ask,
+    plan,
+    models,
+    forget,
+    help_,
+    admin.usage,
+    admin.config,
+)
 
 
-class BotTree(app_commands.CommandTree[Any]):
+class BotTree(app_commands.CommandTree["DiscordBot"]):
     """The command tree with the access lists and the one catch-all for errors."""
 
-    async def interaction_check(self, interaction: discord.Interaction[Any]) -> bool:
-        bot = _bot(interaction)
-        roles = role_ids(interaction.user)
-        channel_id = interaction.channel_id or 0
-        reason = bot.config.access.refusal(
-            interaction.guild_id, channel_ids(interaction.channel, channel_id), roles
-        )
+    async def interaction_check(self, interaction: Inter, /) -> bool:
+        reason = access_refusal(interaction)
         if reason is None:
             return True
         if interaction.type is discord.InteractionType.application_command:
-            await interaction.response.send_message(f"❌ {reason}", ephemeral=True)
+            await interaction.response.send_message(f"{ERROR_ICON} {reason}", ephemeral=True)
         return False
 
-    async def on_error(
-        self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError
-    ) -> None:
+    async def on_error(self, interaction: Inter, error: app_commands.AppCommandError, /) -> None:
         rid = interaction.extras.setdefault("request_id", new_request_id())
         cause = getattr(error, "original", error)
         command = interaction.command.name if interaction.command else "?"
@@ -221,11 +197,11 @@ class BotTree(app_commands.CommandTree[Any]):
         if interaction.type is not discord.InteractionType.application_command:
             return
         try:
-            await _refuse(interaction, SORRY.format(rid=rid))
+            await refuse(interaction, RENDERER.sorry(rid))
         except discord.HTTPException:
             log.warning("discord request %s: could not report the error", rid, exc_info=True)
 
 
-def install(tree: app_commands.CommandTree[Any]) -> None:
+def install(tree: app_commands.CommandTree[DiscordBot]) -> None:
     for command in COMMANDS:
         tree.add_command(command)

@@ -1,20 +1,18 @@
-"""The Discord adapter's own settings, built once from :class:`bot.settings.Settings`.
+"""The Discord adapter's own settings (the composition root, bot/app.py's
+``discord_config``, fills them from the bot's settings).
 
 A small frozen dataclass instead of the whole settings object, so tests build
 exactly what they need (a fake CDN host, a short status interval) and the
-adapter never reads the environment.
+adapter never reads the environment or imports the bot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from adapters.chat.surface import MONOTONIC, Clock
 from adapters.discord.access import AccessPolicy
 from core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from bot.settings import Settings
 
 DISCORD_CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 DM_FILESIZE_LIMIT = 10 * 1024 * 1024  # uploads in DMs (no guild boost)
@@ -28,6 +26,9 @@ class DiscordConfig:
     shard_ids: tuple[int, ...] | None = None
     shard_count: int | None = None
     access: AccessPolicy = field(default_factory=AccessPolicy)
+    # Members of these roles are admins as Manage Server makes one: /config,
+    # /usage server:true, no quotas.
+    admin_roles: frozenset[int] = frozenset()
     # Largest attachment accepted from a user (checked against the declared size
     # before downloading, and again while streaming).
     max_attachment_bytes: int = 25 * 1024 * 1024
@@ -43,6 +44,8 @@ class DiscordConfig:
     # Where the REST API lives when not at discord.com (a self-hosted proxy, a
     # test fake): ``http://host:port``; ``/api/v10`` is appended.
     api_base: str | None = None
+    # The status pacing's time (tests use a fake clock).
+    clock: Clock = field(default=MONOTONIC, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.shard_ids is not None and self.shard_count is None:
@@ -55,26 +58,6 @@ class DiscordConfig:
                 f"DISCORD_SHARD_IDS {list(self.shard_ids)} must be below "
                 f"DISCORD_SHARD_COUNT={self.shard_count}"
             )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DiscordConfig:
-        token = settings.discord_bot_token
-        return cls(
-            token=token.get_secret_value() if token is not None else None,
-            dev_guild_ids=tuple(settings.discord_dev_guild_ids),
-            shard_ids=tuple(settings.discord_shard_ids) if settings.discord_shard_ids else None,
-            shard_count=settings.discord_shard_count,
-            access=AccessPolicy(
-                allowed_guilds=frozenset(settings.discord_allowed_guilds),
-                denied_guilds=frozenset(settings.discord_denied_guilds),
-                allowed_channels=frozenset(settings.discord_allowed_channels),
-                denied_channels=frozenset(settings.discord_denied_channels),
-                allowed_roles=frozenset(settings.discord_allowed_roles),
-                denied_roles=frozenset(settings.discord_denied_roles),
-            ),
-            max_attachment_bytes=settings.max_attachment_bytes,
-            api_base=settings.discord_api_base,
-        )
 
     def require_token(self) -> str:
         if not self.token:

@@ -1,5 +1,5 @@
 """User attachments in: checked before download, fetched only from Discord's
-CDN, streamed with a byte cap.
+CDN, streamed with a byte cap (:mod:`adapters.chat.download`).
 
 :func:`check_attachments` is pure (declared sizes, hosts, count) so it runs
 before the interaction is deferred and a refusal can be ephemeral right away.
@@ -7,7 +7,6 @@ before the interaction is deferred and a refusal can be ephemeral right away.
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 from collections.abc import Sequence
 from typing import Protocol
@@ -15,21 +14,27 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from adapters.chat.download import download_all, fetch_capped, too_large
+from adapters.chat.render import human_size
 from adapters.discord.config import DiscordConfig
-from adapters.discord.render import human_size
 from core.errors import InputRejected
 from core.types import Attachment
-
-CHUNK = 64 * 1024
 
 
 class AttachmentLike(Protocol):
     """What we read of a ``discord.Attachment`` (so tests need no client)."""
 
-    filename: str
-    size: int
-    url: str
-    content_type: str | None
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def content_type(self) -> str | None: ...
 
 
 def _allowed_url(url: str, config: DiscordConfig) -> bool:
@@ -44,11 +49,11 @@ def check_attachments(attachments: Sequence[AttachmentLike], config: DiscordConf
     for att in attachments:
         if att.size > config.max_attachment_bytes:
             return (
-                f"`{att.filename}` is {human_size(att.size)}; the limit is "
+                f"{att.filename} is {human_size(att.size)}; the limit is "
                 f"{human_size(config.max_attachment_bytes)}."
             )
         if not _allowed_url(att.url, config):
-            return f"`{att.filename}` is not hosted on Discord's CDN."
+            return f"{att.filename} is not hosted on Discord's CDN."
     return None
 
 
@@ -65,37 +70,23 @@ async def download(
     """Fetch one attachment, never reading more than the cap (the declared size
     may lie; the stream is cut at the cap either way)."""
     if not _allowed_url(att.url, config):
-        raise InputRejected(f"`{att.filename}` is not hosted on Discord's CDN.")
+        raise InputRejected(f"{att.filename} is not hosted on Discord's CDN.")
     cap = config.max_attachment_bytes
     if att.size > cap:
-        raise InputRejected(f"`{att.filename}` is larger than {human_size(cap)}.")
-    timeout = aiohttp.ClientTimeout(total=config.download_timeout)
-    try:
-        async with session.get(att.url, allow_redirects=False, timeout=timeout) as resp:
-            if resp.status != 200:
-                raise InputRejected(
-                    f"Could not download `{att.filename}` from Discord (HTTP {resp.status})."
-                )
-            data = bytearray()
-            async for chunk in resp.content.iter_chunked(CHUNK):
-                data.extend(chunk)
-                if len(data) > cap:
-                    raise InputRejected(f"`{att.filename}` is larger than {human_size(cap)}.")
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise InputRejected(f"Could not download `{att.filename}` from Discord.") from exc
-    return Attachment(name=att.filename, mime=_mime(att), data=bytes(data))
+        raise too_large(att.filename, att.size, cap)
+    data, _ = await fetch_capped(
+        session,
+        att.url,
+        name=att.filename,
+        cap=cap,
+        source="Discord",
+        seconds=config.download_timeout,
+    )
+    return Attachment(name=att.filename, mime=_mime(att), data=data)
 
 
-async def download_all(
+async def download_each(
     session: aiohttp.ClientSession, attachments: Sequence[AttachmentLike], config: DiscordConfig
 ) -> tuple[Attachment, ...]:
     """All attachments, concurrently; the first failure cancels the rest."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(download(session, a, config)) for a in attachments]
-    except ExceptionGroup as failed:
-        rejected = failed.subgroup(InputRejected)
-        if rejected is not None and rejected.exceptions:
-            raise rejected.exceptions[0] from None
-        raise
-    return tuple(t.result() for t in tasks)
+    return await download_all([download(session, a, config) for a in attachments])

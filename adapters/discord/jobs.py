@@ -4,33 +4,30 @@
 payload is everything a process needs to answer it over REST alone: the
 interaction's application id, token and its expiry, or the message's id; the
 channel, the person, the text, and the attachments as CDN references (the
-bytes are downloaded when the job runs, so queued jobs hold no files).
+bytes are downloaded when the job runs, so queued jobs hold no files); for
+``/plan`` → Run and Run again, the approved plan, which runs as it is.
 
-:class:`DiscordRunner` rebuilds the request and a :class:`JobSurface` from a
-payload, in whichever process claims the job: an interaction is answered
-through its webhook (the deferred "thinking…" message, follow-ups) while its
-token lives (15 minutes), and after that, or if Discord no longer knows it,
-with channel messages that mention the person; a mention is answered with
-replies to the person's message.  The status message is remembered on the
-job, so a resumed job edits the one its last process left.
+:class:`DiscordRunner` rebuilds the request from a payload in whichever
+process claims the job and runs the shared turn on a
+:class:`~adapters.discord.surface.DiscordSurface`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import discord
 
-from adapters.discord.flow import conversation_key, run_request, to_discord_files
-from adapters.discord.incoming import check_attachments, download_all
-from adapters.discord.render import OutFile, status_text
+from adapters.chat import run_turn
+from adapters.discord.incoming import check_attachments, download_each
+from adapters.discord.places import conversation_key
+from adapters.discord.surface import MESSAGE_LIMIT, RENDERER, TOKEN_LIFETIME, DiscordSurface
 from core.errors import InputRejected
-from core.jobs import TurnJob
-from core.types import ConversationKey, Progress, Request
+from core.types import ConversationKey, Job, Notice, PlannedStep, Request
 
 if TYPE_CHECKING:
     from adapters.discord.client import DiscordBot
@@ -38,9 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = "discord"
-TOKEN_LIFETIME = timedelta(minutes=15)
-TOKEN_MARGIN = timedelta(seconds=30)  # don't start on a token about to expire
-RESUMING = "🔄 Resuming your request after a restart…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +58,43 @@ def _key(key: ConversationKey) -> list[str | None]:
     return [key.platform, key.scope, key.channel, key.thread]
 
 
+def steps_to_json(steps: Sequence[PlannedStep]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": s.id,
+            "task": s.task,
+            "dep": list(s.dep),
+            "args": dict(s.args),
+            "model": s.model,
+            "reason": s.reason,
+        }
+        for s in steps
+    ]
+
+
+def steps_from_json(data: Sequence[dict[str, Any]]) -> tuple[PlannedStep, ...]:
+    return tuple(
+        PlannedStep(
+            int(d["id"]),
+            str(d["task"]),
+            tuple(int(x) for x in d.get("dep") or ()),
+            {str(k): str(v) for k, v in (d.get("args") or {}).items()},
+            d.get("model"),
+            d.get("reason"),
+        )
+        for d in data
+    )
+
+
 def interaction_payload(
-    interaction: discord.Interaction[Any],
+    interaction: discord.Interaction[DiscordBot],
     text: str,
     attachments: list[Any],
     *,
     is_admin: bool = False,
+    plan: Sequence[PlannedStep] | None = None,
 ) -> dict[str, Any]:
+    """``plan``: an approved plan (``/plan`` → Run, Run again) to run as it is."""
     created = discord.utils.snowflake_time(interaction.id)
     channel_id = interaction.channel_id or 0
     return {
@@ -88,6 +112,7 @@ def interaction_payload(
         "text": text,
         "files": _files(attachments),
         "upload_limit": interaction.filesize_limit,
+        "plan": None if plan is None else steps_to_json(plan),
     }
 
 
@@ -114,156 +139,24 @@ def message_payload(
     }
 
 
-class JobSurface:
-    """Status and answer for a job, over REST from its payload (any process)."""
-
-    def __init__(self, bot: DiscordBot, job: TurnJob) -> None:
-        p = job.payload
-        self._job = job
-        self._bot = bot
-        self._payload = p
-        self.upload_limit: int = int(p.get("upload_limit") or bot.config.dm_filesize_limit)
-        self._channel = bot.get_partial_messageable(int(p["channel_id"]))
-        self._user = int(p["user_id"])
-        self._status_id: int | None = None
-        ref = job.status_ref or {}
-        if ref.get("message_id"):
-            self._status_id = int(ref["message_id"])
-        self._webhook: discord.Webhook | None = None
-        if p["via"] == "interaction" and not ref.get("channel"):
-            expires = datetime.fromisoformat(p["token_expires"])
-            if job.now() < expires - TOKEN_MARGIN:
-                self._webhook = discord.Webhook.from_state(
-                    {"id": int(p["app_id"]), "type": 3, "token": p["token"]},
-                    state=bot._connection,
-                )
-        self._answered = False
-
-    @property
-    def via_webhook(self) -> bool:
-        return self._webhook is not None
-
-    @property
-    def _mention(self) -> str:
-        return f"<@{self._user}>"
-
-    def _users(self) -> discord.AllowedMentions:
-        return discord.AllowedMentions(
-            everyone=False, roles=False, users=[discord.Object(self._user)]
-        )
-
-    async def _lost_webhook(self, exc: discord.HTTPException) -> None:
-        """Discord no longer knows the interaction: answer in the channel."""
-        log.info(
-            "job %s: the interaction is gone (%s); answering in the channel", self._job.id, exc
-        )
-        self._webhook = None
-        self._status_id = None
-        await self._job.set_status_ref({"channel": True})
-
-    async def edit_status(self, text: str) -> None:
-        if self._webhook is not None:
-            try:
-                await self._webhook.edit_message("@original", content=text)  # type: ignore[arg-type]
-                return
-            except discord.NotFound as exc:
-                await self._lost_webhook(exc)
-        if self._status_id is not None:
-            await self._channel.get_partial_message(self._status_id).edit(content=text)
-            return
-        if self._payload["via"] == "message":
-            status = await self._channel.get_partial_message(
-                int(self._payload["message_id"])
-            ).reply(text, mention_author=False)
-        else:  # the interaction's own message is out of reach: a new one, to the person
-            status = await self._channel.send(
-                f"{self._mention} {text}", allowed_mentions=self._users()
-            )
-        self._status_id = status.id
-        await self._job.set_status_ref({**(self._job.status_ref or {}), "message_id": status.id})
-
-    async def send(self, content: str | None, files: tuple[OutFile, ...]) -> None:
-        none = discord.AllowedMentions.none()
-        if self._webhook is not None:
-            try:
-                await self._webhook.send(
-                    content=content or discord.utils.MISSING,
-                    files=to_discord_files(files) or discord.utils.MISSING,
-                    allowed_mentions=none,
-                )
-                return
-            except discord.NotFound as exc:
-                await self._lost_webhook(exc)
-        if self._answered:
-            await self._channel.send(content, files=to_discord_files(files), allowed_mentions=none)
-        elif self._payload["via"] == "message":
-            await self._channel.get_partial_message(int(self._payload["message_id"])).reply(
-                content, files=to_discord_files(files), allowed_mentions=none
-            )
-        else:
-            head = f"{self._mention} {content}" if content else self._mention
-            await self._channel.send(
-                head, files=to_discord_files(files), allowed_mentions=self._users()
-            )
-        self._answered = True
-
-    async def send_private(self, content: str) -> None:
-        if self._webhook is not None:
-            try:
-                await self._webhook.send(content, ephemeral=True)
-                return
-            except discord.NotFound as exc:
-                await self._lost_webhook(exc)
-        if self._payload["via"] == "message":
-            await self._channel.get_partial_message(int(self._payload["message_id"])).reply(
-                content, mention_author=False
-            )
-        else:
-            await self._channel.send(f"{self._mention} {content}", allowed_mentions=self._users())
-
-    async def refuse(self, content: str) -> None:
-        """An input refusal: the "thinking…" message is removed (a refusal is
-        private where the platform allows it)."""
-        if self._webhook is not None:
-            try:
-                await self._webhook.delete_message("@original")  # type: ignore[arg-type]
-            except discord.NotFound as exc:
-                await self._lost_webhook(exc)
-            except discord.HTTPException:
-                log.debug("could not delete the original response", exc_info=True)
-        await self.send_private(f"❌ {content}")
-
-
 class DiscordRunner:
     """Runs ``discord`` jobs: the turn, the queue notices, the restart notice."""
 
     def __init__(self, bot: DiscordBot) -> None:
         self.bot = bot
 
-    async def run(self, job: TurnJob) -> None:
+    async def run(self, job: Job) -> None:
         bot = self.bot
         p = job.payload
-        surface = JobSurface(bot, job)
-        channel = bot.get_partial_messageable(int(p["channel_id"]))
         refs = [AttachmentRef(**f) for f in p.get("files") or ()]
-        refusal = check_attachments(refs, bot.config)
-        if refusal:
-            await surface.refuse(refusal)
-            return
-        if job.resumed:
-            await surface.edit_status(RESUMING)
-        async with contextlib.AsyncExitStack() as stack:
-            if p["via"] == "message":  # a mention shows "typing…" while it works
-                await stack.enter_async_context(channel.typing())
-            try:
-                stored = job.inputs_stored  # a resumed job has its files already
-                attachments = (
-                    () if stored else await download_all(bot.http_session, refs, bot.config)
-                )
-            except InputRejected as exc:
-                await surface.refuse(str(exc))
-                return
-            request = Request(
+
+        async def request() -> Request:
+            refusal = check_attachments(refs, bot.config)
+            if refusal:
+                raise InputRejected(refusal)
+            stored = job.inputs_stored  # a resumed job has its files already
+            attachments = () if stored else await download_each(bot.http_session, refs, bot.config)
+            asked = Request(
                 conversation=ConversationKey(*p["key"]),
                 user_id=str(p["user_id"]),
                 text=str(p.get("text") or ""),
@@ -272,10 +165,26 @@ class DiscordRunner:
                 user_name=p.get("user_name"),
                 is_admin=bool(p.get("is_admin")),
             )
-            await run_request(bot.agent, surface, request, bot.config, job)
+            approved = p.get("plan")  # /plan → Run, Run again: no planning
+            return asked if approved is None else replace(asked, plan=steps_from_json(approved))
 
-    async def notify(self, job: TurnJob, progress: Progress) -> None:
-        await JobSurface(self.bot, job).edit_status(status_text(progress))
+        async with contextlib.AsyncExitStack() as stack:
+            if p["via"] == "message":  # a mention shows "typing…" while it works
+                channel = bot.get_partial_messageable(int(p["channel_id"]))
+                await stack.enter_async_context(channel.typing())
+            await run_turn(
+                bot.agent,
+                DiscordSurface(bot, job),
+                RENDERER,
+                request,
+                request_id=job.request_id,
+                job=job,
+                downloading=bool(refs) and not job.inputs_stored,
+                clock=bot.config.clock,
+            )
 
-    async def give_up(self, job: TurnJob, reason: str) -> None:
-        await JobSurface(self.bot, job).send_private(f"❌ {reason}")
+    async def notify(self, job: Job, notice: Notice) -> None:
+        await DiscordSurface(self.bot, job).edit_status(RENDERER.notice(notice, MESSAGE_LIMIT))
+
+    async def give_up(self, job: Job, reason: str) -> None:
+        await DiscordSurface(self.bot, job).edit_status(RENDERER.failed(reason, (), MESSAGE_LIMIT))

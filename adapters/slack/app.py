@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -25,6 +26,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.assistant_events import FeedbackStore
 from adapters.slack.config import SlackConfig
 from adapters.slack.listeners import register
 from core.errors import BotError, ConfigError
@@ -118,6 +120,15 @@ class _SocketModeHandler(AsyncSocketModeHandler):
         )
         self.client.socket_mode_request_listeners.append(self.handle)  # type: ignore[arg-type]
 
+    # The SDK's connect/close are unannotated: called through typed names.
+    async def connect_async(self) -> None:
+        connect: Callable[[], Awaitable[None]] = self.client.connect
+        await connect()
+
+    async def close_async(self) -> None:
+        close: Callable[[], Awaitable[None]] = self.client.close
+        await close()
+
 
 def make_client(config: SlackConfig) -> AsyncWebClient:
     """The Web API client for ``config`` (token, base URL, retries)."""
@@ -133,19 +144,29 @@ def with_rate_limit_retries(client: AsyncWebClient, retries: int = 2) -> AsyncWe
 
 
 def build_app(
-    agent: AgentAPI, config: SlackConfig, client: AsyncWebClient | None = None
+    agent: AgentAPI,
+    config: SlackConfig,
+    client: AsyncWebClient | None = None,
+    *,
+    feedback: FeedbackStore | None = None,
 ) -> AsyncApp:
     """The Bolt app with our middleware, listeners and error handler.
 
     ``client`` defaults to one built from ``config``; an injected client gets
     the rate-limit handler added.  HTTP requests are verified with the
     signing secret (a bad signature is a 401); Socket Mode needs none.
+    ``feedback`` stores 👍/👎 clicks (default: the agent, when it can).
     """
     client = with_rate_limit_retries(client or make_client(config), config.rate_limit_retries)
     app = AsyncApp(
         client=client,
         signing_secret=config.signing_secret or "",
         name="hugginggpt-slack",
+        # Answer Slack only once the ack function returned: it records the event
+        # as a job first.  Without this Bolt acks every event listener the moment
+        # it matches, so a process killed before the record lost the event (acked,
+        # never redelivered).  The work itself still runs in the lazy listeners.
+        process_before_response=True,
     )
 
     @app.error
@@ -161,7 +182,7 @@ def build_app(
             exc_info=error,
         )
 
-    register(app, agent, config)
+    register(app, agent, config, feedback=feedback)
     return app
 
 
@@ -182,14 +203,19 @@ async def serve_http(app: AsyncApp, config: SlackConfig, host: str = "0.0.0.0") 
     return runner
 
 
-async def run_slack(agent: AgentAPI, settings: Any, *, ready: asyncio.Event | None = None) -> None:
+async def run_slack(
+    agent: AgentAPI,
+    config: SlackConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    feedback: FeedbackStore | None = None,
+) -> None:
     """Run until cancelled: Socket Mode when ``SLACK_APP_TOKEN`` is set,
     else the HTTP endpoint on ``SLACK_HTTP_PORT`` at ``/slack/events``.
     ``ready`` is set once events can arrive.  A token Slack refuses (at start,
     or the app token on a later reconnect) ends it with a :class:`ConfigError`
     naming the setting."""
-    config = SlackConfig.from_settings(settings)
-    app = build_app(agent, config)
+    app = build_app(agent, config, feedback=feedback)
     await check_bot_token(app.client)
     if config.socket_mode:
         assert config.app_token is not None

@@ -1,17 +1,17 @@
-"""Typed Slack configuration, built once from :class:`bot.settings.Settings`.
+"""Typed Slack configuration (the composition root, bot/app.py's
+``slack_config``, fills it from the bot's settings).
 
 A plain dataclass rather than the settings object itself, so tests and the
 benchmark construct it directly (fake API URL, small caps, short intervals)
-without touching the environment.
+without touching the environment, and the adapter never imports the bot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from core.errors import ConfigError
+from adapters.chat.surface import MONOTONIC, Clock
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -28,12 +28,19 @@ class SlackConfig:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # per incoming file
     max_upload_bytes: int = 1024 * 1024 * 1024  # Slack's own upload limit
     status_interval: float = 1.0  # at most one chat.update per interval
+    # An assistant thread's answer is streamed in pieces of at least this many
+    # characters (slack_sdk's chat_stream buffer: fewer calls, no rate limit).
+    stream_buffer_chars: int = 256
     download_timeout: float = 60.0
     rate_limit_retries: int = 2
-    # Slack user ids exempt from the quotas (workspace admins).  Slack's
-    # events do not say who is an admin, and asking (users.info) would need
-    # the users:read scope and a call per message: an allow-list instead.
+    # Slack user ids of the admins: exempt from the quotas, and may see the
+    # workspace's usage and change its settings (``usage server``, ``config
+    # set``).  Slack's events do not say who is an admin, and asking
+    # (users.info) would need the users:read scope and a call per message:
+    # an allow-list instead.
     admin_users: frozenset[str] = frozenset()
+    # The status pacing's time (tests use a fake clock).
+    clock: Clock = field(default=MONOTONIC, compare=False, repr=False)
 
     @property
     def socket_mode(self) -> bool:
@@ -60,39 +67,3 @@ class SlackConfig:
             api = urlsplit(self.api_url)
             return (parts.scheme, parts.netloc) == (api.scheme, api.netloc)
         return False
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> SlackConfig:
-        """Read the ``slack_*`` fields; raise :class:`ConfigError` saying what to set."""
-        token = _secret(settings.slack_bot_token)
-        if not token:
-            raise ConfigError(
-                "SLACK_BOT_TOKEN is not set: create the app from "
-                "adapters/slack_manifest.yaml, install it and copy the xoxb- token."
-            )
-        app_token = _secret(settings.slack_app_token)
-        secret = _secret(settings.slack_signing_secret)
-        if not app_token and not secret:
-            raise ConfigError(
-                "Set SLACK_APP_TOKEN (xapp-…, Socket Mode) or SLACK_SIGNING_SECRET "
-                "(HTTP mode behind a load balancer) to receive Slack events."
-            )
-        return cls(
-            bot_token=token,
-            signing_secret=secret,
-            app_token=app_token,
-            http_port=settings.slack_http_port,
-            api_url=settings.slack_api_url,
-            max_file_bytes=getattr(settings, "max_attachment_bytes", DEFAULT_MAX_FILE_BYTES),
-            admin_users=frozenset(
-                str(u) for u in getattr(settings, "slack_admin_users", None) or ()
-            ),
-        )
-
-
-def _secret(value: Any) -> str | None:
-    """A SecretStr (or plain str) as text; empty means unset."""
-    if value is None:
-        return None
-    text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
-    return text.strip() or None

@@ -18,7 +18,9 @@ blocking Hub look-ups off the event loop:
   provider (a catalog entry's ``provider``, else ``HF_PROVIDER``).
   :meth:`ProviderDirectory.warm` then runs the helper's own mapping
   resolution in a thread, so the async client call that follows only hits
-  the client's caches.
+  the client's caches.  Both are done once per model and task: the client
+  keeps the Hub's answer for the life of the process, so the route found is
+  kept too, and later calls go out without a thread hop.
 * Models the service answered "not served" / "gone" for (404, 410, an
   unknown repo, no mapping) go on a skip list for the rest of the process
   (:meth:`ProviderDirectory.mark_dead`), with one log line: one dead model
@@ -122,6 +124,8 @@ class ProviderDirectory:
     def __init__(self, provider: str = AUTO) -> None:
         self.provider = provider or AUTO
         self._dead: dict[str, str] = {}  # model id -> why
+        self._routes: dict[tuple[str, str, str], Route] = {}  # (task, model, wanted) -> route
+        self._warm: set[tuple[str, str, str]] = set()  # (provider, client task, model) looked up
 
     # --- the skip list ------------------------------------------------------------
     def is_dead(self, model_id: str) -> bool:
@@ -134,6 +138,7 @@ class ProviderDirectory:
         if model_id not in self._dead:
             self._dead[model_id] = why
             log.warning("model %s skipped from now on: %s", model_id, why)
+        self._routes = {k: v for k, v in self._routes.items() if k[1] != model_id}
 
     # --- choosing a provider ------------------------------------------------------
     def wanted(self, pinned: str | None) -> str:
@@ -151,6 +156,9 @@ class ProviderDirectory:
         want = self.wanted(pinned)
         if task in CHAT_TASKS and want == AUTO:
             return Route(AUTO)  # the router picks, in the user's order; no Hub look-up
+        known = self._routes.get((task, model_id, want))
+        if known is not None:
+            return known
         mappings = await self._mappings(model_id)
         wanted_task = client_task(task)
         usable = [
@@ -169,15 +177,19 @@ class ProviderDirectory:
                 raise TaskFailed(why, retryable=True)
             self.mark_dead(model_id, f"no provider serves it for {task} (providers: {listed})")
             raise TaskFailed(f"no inference provider serves {model_id} for {task}")
-        return Route(live[0].provider, live[0].provider_id)
+        route = Route(live[0].provider, live[0].provider_id)
+        self._routes[(task, model_id, want)] = route
+        return route
 
     async def warm(self, task: str, model_id: str, route: Route) -> None:
         """Run the client's own (blocking, cached) look-ups for this call in a
         thread, so the async call that follows finds them cached."""
-        if route.provider == AUTO:
+        key = (route.provider, client_task(task), model_id)
+        if route.provider == AUTO or key in self._warm:
             return
         helper = hub_providers.get_provider_helper(route.provider, client_task(task), model_id)  # type: ignore[arg-type]
         await self._hub(model_id, lambda: helper._prepare_mapping_info(model_id))
+        self._warm.add(key)
 
     async def mappings(self, model_id: str) -> list[Any]:
         """The model's provider mappings from the Hub (cached; in a thread)."""

@@ -19,16 +19,16 @@ each store call opens a session, runs its statements and gives it back.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError, StatementError
@@ -36,6 +36,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.pool import QueuePool
 
 from core.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,10 @@ VALUE_ERRORS: tuple[type[BaseException], ...] = (OverflowError, UnicodeError)
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_POOL_TIMEOUT = 60.0
+
+# The PostgreSQL advisory lock key ``upgrade`` serialises migrations on
+# (any fixed bigint; this one is "hgptmig0" in ASCII).
+MIGRATION_LOCK = 0x6867_7074_6D69_6730
 
 # SQLSTATE classes of a refused value: 22 data exception (NUL in text, a
 # string over its varchar(n), an int out of range, bad JSON), 23 integrity
@@ -96,6 +103,8 @@ def describe_db_error(exc: BaseException) -> str:
 def alembic_config(url: str | None = None) -> Config:
     """The alembic config shipped in the ``migrations`` package, found next to
     its ``env.py`` (not via the working directory)."""
+    from alembic.config import Config  # alembic only when migrating (a second at start)
+
     root = Path(str(resources.files("migrations")))
     cfg = Config(str(root / "alembic.ini"))
     cfg.set_main_option("script_location", str(root))
@@ -126,6 +135,30 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
     finally:
         cursor.close()
+
+
+@functools.cache
+def head_revisions() -> frozenset[str]:
+    """The revision(s) ``alembic upgrade heads`` leads to, read from the shipped
+    migration files' ``revision``/``down_revision`` literals without loading
+    alembic (whose import alone costs more than a whole zero-latency request)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (Path(str(resources.files("migrations"))) / "versions").glob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            target = value = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            if not isinstance(target, ast.Name) or value is None:
+                continue
+            if target.id not in ("revision", "down_revision"):
+                continue
+            found = ast.literal_eval(value)
+            names = [found] if isinstance(found, str) else list(found or ())
+            (revisions if target.id == "revision" else parents).update(names)
+    return frozenset(revisions - parents)
 
 
 class Database:
@@ -214,6 +247,13 @@ class Database:
         ensure_sqlite_dir(self.url)
         try:
             async with self.engine.begin() as conn:
+                if self.dialect == "postgresql":
+                    # Processes starting together on an empty database would all
+                    # CREATE the same tables: one at a time (the lock ends with
+                    # this transaction; the next finds the schema at head).
+                    await conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                    )
                 await conn.run_sync(self._upgrade, revision)
         except DB_ERRORS as exc:
             raise StoreUnavailable(
@@ -221,6 +261,8 @@ class Database:
             ) from exc
 
     def _upgrade(self, connection: Connection, revision: str) -> None:
+        from alembic import command
+
         cfg = alembic_config()
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
@@ -234,6 +276,31 @@ class Database:
 
         async with self.engine.connect() as conn:
             return await conn.run_sync(_current)
+
+    async def at_head(self) -> bool:
+        """True when the database is at the shipped migrations' head(s): one
+        query of ``alembic_version``, no alembic.  False when it is behind,
+        elsewhere, or has no version table yet; StoreUnavailable when the
+        database cannot be reached."""
+        heads = head_revisions()
+        try:
+            async with self.engine.connect() as conn:
+                try:
+                    rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+                    found = frozenset(str(r[0]) for r in rows)
+                except DB_ERRORS:  # no version table: a new database
+                    return False
+        except DB_ERRORS as exc:
+            raise StoreUnavailable(
+                f"could not open the database {self.safe_url}: {describe_db_error(exc)}"
+            ) from exc
+        return bool(heads) and found == heads
+
+    async def ensure_schema(self) -> None:
+        """Migrate to head unless the database is there already (the check
+        every start makes: one query; alembic is loaded only to upgrade)."""
+        if not await self.at_head():
+            await self.upgrade()
 
     async def ping(self) -> bool:
         """True when a trivial query succeeds."""

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
 from core.errors import LeaseLost, StoreRejected
 from core.store.db import unique_violation
@@ -79,6 +78,7 @@ class Slot:
     conversation: str
     state: str
     lease_owner: str | None
+    lease_expires: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,54 +99,100 @@ def _clean(value: dict[str, Any]) -> dict[str, Any]:
     return cleaned if isinstance(cleaned, dict) else {}
 
 
-def _row(j: TurnJob) -> JobRow:
+# Core statements on the table (cheaper to build and run than ORM-enabled
+# ones: no identity map, no entity loading); ``_J`` is the table, ``_C`` its columns.
+_J: sa.Table = TurnJob.__table__  # type: ignore[assignment]
+_C = _J.c
+
+
+def _summary(cp: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a finished job keeps of its checkpoint: no files, no results."""
+    if not cp or cp.get("reply") is None:
+        return None
+    return {
+        "v": cp.get("v"),
+        "plan": cp.get("plan"),
+        "selections": cp.get("selections") or {},
+        "usage": cp.get("usage"),
+        "timings": cp.get("timings"),
+        "reply": {**cp["reply"], "files": []},
+    }
+
+
+def _row(r: Any) -> JobRow:
+    """A :class:`JobRow` from a result row holding every column of ``_J``."""
     return JobRow(
-        id=j.id,
-        kind=j.kind,
-        dedup_key=j.dedup_key,
-        conversation=j.conversation,
-        request_id=j.request_id,
-        state=j.state,
-        payload=dict(j.payload or {}),
-        checkpoint=dict(j.checkpoint) if j.checkpoint is not None else None,
-        status_ref=dict(j.status_ref) if j.status_ref is not None else None,
-        lease_owner=j.lease_owner,
-        lease_expires=j.lease_expires,
-        attempts=j.attempts,
-        created_at=j.created_at,
+        id=r.id,
+        kind=r.kind,
+        dedup_key=r.dedup_key,
+        conversation=r.conversation,
+        request_id=r.request_id,
+        state=r.state,
+        payload=dict(r.payload or {}),
+        checkpoint=dict(r.checkpoint) if r.checkpoint is not None else None,
+        status_ref=dict(r.status_ref) if r.status_ref is not None else None,
+        lease_owner=r.lease_owner,
+        lease_expires=r.lease_expires,
+        attempts=r.attempts,
+        created_at=r.created_at,
     )
 
 
 def _claimable(
+    t: Any,
     owner: str,
     now: datetime,
     asked: Sequence[int] | None = None,
     hold_before: datetime | None = None,
 ) -> sa.ColumnElement[bool]:
-    """A job ``owner`` may start now: queued and free (never leased, released,
-    reserved by ``owner`` itself, or by a process whose lease ran out), or
-    running under a lease that ran out (its process died).
+    """A job (a row of ``t``: the table or an alias of it) ``owner`` may start
+    now: queued and free (never leased, released, reserved by ``owner``
+    itself, or by a process whose lease ran out), or running under a lease
+    that ran out (its process died).
 
     With ``asked``, ``owner``'s own reservations count only when their id is
     in it (the adapter asked to process them: it has acknowledged the
     request) or they were accepted before ``hold_before`` (it never asked)."""
-    own: sa.ColumnElement[bool] = TurnJob.lease_owner == owner
+    c = t.c
+    own: sa.ColumnElement[bool] = c.lease_owner == owner
     if asked is not None:
-        allowed: list[sa.ColumnElement[bool]] = [TurnJob.id.in_(list(asked))] if asked else []
+        allowed: list[sa.ColumnElement[bool]] = [c.id.in_(list(asked))] if asked else []
         if hold_before is not None:
-            allowed.append(TurnJob.created_at < hold_before)
+            allowed.append(c.created_at < hold_before)
         own = sa.and_(own, sa.or_(*allowed)) if allowed else sa.false()
     return sa.or_(
         sa.and_(
-            TurnJob.state == QUEUED,
-            sa.or_(TurnJob.lease_owner.is_(None), own, TurnJob.lease_expires < now),
+            c.state == QUEUED,
+            sa.or_(c.lease_owner.is_(None), own, c.lease_expires < now),
         ),
-        sa.and_(
-            TurnJob.state == RUNNING,
-            TurnJob.lease_expires < now,
-            TurnJob.lease_owner != owner,
-        ),
+        sa.and_(c.state == RUNNING, c.lease_expires < now, c.lease_owner != owner),
     )
+
+
+def _held(
+    job_ids: int | Sequence[int], owner: str, *, running: bool = False
+) -> sa.ColumnElement[bool]:
+    """The jobs among ``job_ids`` that ``owner`` holds (unfinished; with
+    ``running``, started): every write a lease guards is conditional on this,
+    so a process that lost its lease can change nothing."""
+    ids = _C.id == job_ids if isinstance(job_ids, int) else _C.id.in_(list(job_ids))
+    state = _C.state == RUNNING if running else _C.state != DONE
+    return sa.and_(ids, _C.lease_owner == owner, state)
+
+
+async def _update_held(
+    s: AsyncSession,
+    job_ids: int | Sequence[int],
+    owner: str,
+    values: dict[str, Any],
+    *,
+    running: bool = False,
+) -> int:
+    """Write ``values`` on the jobs of ``job_ids`` that ``owner`` holds; how many."""
+    result = await s.execute(
+        sa.update(_J).where(_held(job_ids, owner, running=running)).values(**values)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def mark_saved(
@@ -159,12 +205,8 @@ async def mark_saved(
     """Store the job's checkpoint in the caller's transaction (the one that
     saves the turn); :class:`LeaseLost` (rolling it back) if ``owner`` no
     longer holds the job."""
-    result = await s.execute(
-        sa.update(TurnJob)
-        .where(TurnJob.id == job_id, TurnJob.lease_owner == owner, TurnJob.state == RUNNING)
-        .values(checkpoint=_clean(checkpoint), updated_at=now or utcnow())
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    values = {"checkpoint": _clean(checkpoint), "updated_at": now or utcnow()}
+    if await _update_held(s, job_id, owner, values, running=True) != 1:
         raise LeaseLost(f"job {job_id} is no longer held by {owner}")
 
 
@@ -223,25 +265,69 @@ class JobStore:
                 key = zlib.crc32(conversation.encode()) - (1 << 31)
                 await s.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
             if dedup_key is not None:
-                existing = await s.scalar(sa.select(TurnJob).where(TurnJob.dedup_key == dedup_key))
+                existing = (await s.execute(sa.select(_J).where(_C.dedup_key == dedup_key))).first()
                 if existing is not None:
                     return Accepted(_row(existing), fresh=False)
-            job = TurnJob(
-                kind=kind,
-                dedup_key=dedup_key,
-                conversation=conversation,
-                request_id=request_id,
-                state=QUEUED,
-                payload=_clean(payload),
-                lease_owner=owner,
-                lease_expires=now + timedelta(seconds=lease),
-                attempts=0,
-                created_at=now,
-                updated_at=now,
+            row = (
+                await s.execute(
+                    sa.insert(_J)
+                    .values(
+                        kind=kind,
+                        dedup_key=dedup_key,
+                        conversation=conversation,
+                        request_id=request_id,
+                        state=QUEUED,
+                        payload=_clean(payload),
+                        lease_owner=owner,
+                        lease_expires=now + timedelta(seconds=lease),
+                        attempts=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                    .returning(*_C)
+                )
+            ).one()
+            return Accepted(_row(row), fresh=True)
+
+    async def remember(
+        self,
+        *,
+        kind: str,
+        conversation: str,
+        payload: dict[str, Any],
+        request_id: str,
+        now: datetime,
+    ) -> None:
+        """Keep a record that never runs (a ``/plan`` preview), done at once
+        and pruned with the finished jobs."""
+        async with self._session("remember the plan", write=True) as s:
+            await s.execute(
+                sa.insert(_J).values(
+                    kind=kind,
+                    dedup_key=None,
+                    conversation=conversation,
+                    request_id=request_id,
+                    state=DONE,
+                    payload=_clean(payload),
+                    attempts=0,
+                    created_at=now,
+                    updated_at=now,
+                    finished_at=now,
+                )
             )
-            s.add(job)
-            await s.flush()
-            return Accepted(_row(job), fresh=True)
+
+    async def by_request(self, request_id: str) -> JobRow | None:
+        """The newest job of ``request_id``."""
+        async with self._session("find the request") as s:
+            row = (
+                await s.execute(
+                    sa.select(*_C)
+                    .where(_C.request_id == request_id)
+                    .order_by(_C.id.desc())
+                    .limit(1)
+                )
+            ).first()
+            return _row(row) if row is not None else None
 
     # --- claiming ----------------------------------------------------------
 
@@ -271,21 +357,27 @@ class JobStore:
         limit: int,
         asked: Sequence[int] | None,
         hold_before: datetime | None,
-    ) -> Any:
-        earlier = aliased(TurnJob)
+    ) -> sa.Select[tuple[int]]:
+        """Ids of the jobs to start, oldest first: claimable, of ``kinds``, and
+        the head of their conversation (no earlier job of it unfinished), so
+        at most one per conversation; at most ``limit``."""
+        cand = _J.alias("cand")
+        earlier = _J.alias("earlier")
         blocked = (
-            sa.select(earlier.id)
+            sa.select(earlier.c.id)
             .where(
-                earlier.conversation == TurnJob.conversation,
-                earlier.id < TurnJob.id,
-                earlier.state != DONE,
+                earlier.c.conversation == cand.c.conversation,
+                earlier.c.id < cand.c.id,
+                earlier.c.state != DONE,
             )
             .exists()
         )
         return (
-            sa.select(TurnJob.id)
-            .where(TurnJob.kind.in_(kinds), _claimable(owner, now, asked, hold_before), ~blocked)
-            .order_by(TurnJob.id)
+            sa.select(cand.c.id)
+            .where(
+                cand.c.kind.in_(kinds), _claimable(cand, owner, now, asked, hold_before), ~blocked
+            )
+            .order_by(cand.c.id)
             .limit(limit)
         )
 
@@ -303,46 +395,43 @@ class JobStore:
         """Start up to ``limit`` claimable jobs (oldest first, at most one per
         conversation, none while an earlier job of its conversation is
         unfinished; see :func:`_claimable` for ``asked``): running, leased to
-        ``owner``, one more attempt."""
+        ``owner``, one more attempt.  One statement: the candidates are
+        chosen (on PostgreSQL locked, skipping rows another process is
+        claiming) and started together, each checked again as it is written."""
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
+        candidates = self._candidates(owner, kinds, now, limit, asked, hold_before)
+        if self.dialect == "postgresql":
+            candidates = candidates.with_for_update(skip_locked=True)
+        # A materialised CTE, so the candidates are chosen once (PostgreSQL may
+        # run an IN-subquery again, and would then pick rows beyond ``limit``).
+        chosen = candidates.cte("chosen").prefix_with("MATERIALIZED")
         async with self._session("claim work", write=True) as s:
-            query = self._candidates(owner, kinds, now, limit, asked, hold_before)
-            if self.dialect == "postgresql":
-                query = query.with_for_update(skip_locked=True, of=TurnJob)
-            ids = list((await s.scalars(query)).all())
-            claimed: list[JobRow] = []
-            for job_id in ids:
-                result = await s.execute(
-                    sa.update(TurnJob)
-                    .where(TurnJob.id == job_id, _claimable(owner, now))
-                    .values(
-                        state=RUNNING,
-                        lease_owner=owner,
-                        lease_expires=now + timedelta(seconds=lease),
-                        attempts=TurnJob.attempts + 1,
-                        updated_at=now,
-                    )
+            rows = await s.execute(
+                sa.update(_J)
+                .where(_C.id.in_(sa.select(chosen.c.id)), _claimable(_J, owner, now))
+                .values(
+                    state=RUNNING,
+                    lease_owner=owner,
+                    lease_expires=now + timedelta(seconds=lease),
+                    attempts=_C.attempts + 1,
+                    updated_at=now,
                 )
-                if result.rowcount == 1:  # type: ignore[attr-defined]
-                    job = await s.get(TurnJob, job_id, populate_existing=True)
-                    assert job is not None
-                    claimed.append(_row(job))
-            return claimed
+                .returning(*_C)
+            )
+            return sorted((_row(r) for r in rows.all()), key=lambda j: j.id)
 
     # --- while running ------------------------------------------------------
 
     async def heartbeat(self, *, owner: str, now: datetime, lease: float) -> set[int]:
         """Extend every lease ``owner`` holds; the ids it still holds."""
         async with self._session("renew leases", write=True) as s:
-            await s.execute(
-                sa.update(TurnJob)
-                .where(TurnJob.lease_owner == owner, TurnJob.state != DONE)
-                .values(lease_expires=now + timedelta(seconds=lease))
-            )
             rows = await s.scalars(
-                sa.select(TurnJob.id).where(TurnJob.lease_owner == owner, TurnJob.state != DONE)
+                sa.update(_J)
+                .where(_C.lease_owner == owner, _C.state != DONE)
+                .values(lease_expires=now + timedelta(seconds=lease))
+                .returning(_C.id)
             )
             return set(rows.all())
 
@@ -357,60 +446,47 @@ class JobStore:
         self, job_id: int, *, owner: str, ref: dict[str, Any], now: datetime
     ) -> bool:
         async with self._session("remember the status message", write=True) as s:
-            result = await s.execute(
-                sa.update(TurnJob)
-                .where(TurnJob.id == job_id, TurnJob.lease_owner == owner, TurnJob.state != DONE)
-                .values(status_ref=ref, updated_at=now)
-            )
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            return await _update_held(s, job_id, owner, {"status_ref": ref, "updated_at": now}) == 1
 
     async def finish(
         self, job_id: int, *, owner: str, now: datetime, error: str | None = None
     ) -> bool:
         """Mark the job answered; its payload (tokens, event) and checkpoint
-        are dropped, the row stays (until pruned) so redeliveries are refused."""
+        are dropped but for a summary (the plan, the models, the reply's tasks,
+        timings and usage: ``AgentAPI.recall``), the row stays (until pruned)
+        so redeliveries are refused."""
+        values: dict[str, Any] = {
+            "state": DONE,
+            "lease_owner": None,
+            "lease_expires": None,
+            "payload": {},
+            "checkpoint": None,
+            "error": error,
+            "finished_at": now,
+            "updated_at": now,
+        }
         async with self._session("finish the request", write=True) as s:
-            result = await s.execute(
-                sa.update(TurnJob)
-                .where(TurnJob.id == job_id, TurnJob.lease_owner == owner, TurnJob.state != DONE)
-                .values(
-                    state=DONE,
-                    lease_owner=None,
-                    lease_expires=None,
-                    payload={},
-                    checkpoint=None,
-                    error=error,
-                    finished_at=now,
-                    updated_at=now,
-                )
-            )
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            cp = await s.scalar(sa.select(_C.checkpoint).where(_C.id == job_id))
+            values["checkpoint"] = _summary(cp)
+            return await _update_held(s, job_id, owner, values) == 1
 
     async def release(self, job_ids: Sequence[int], *, owner: str, now: datetime) -> int:
         """Hand jobs back (queued, no owner) for any process to pick up at once."""
         if not job_ids:
             return 0
+        values = {"state": QUEUED, "lease_owner": None, "lease_expires": None, "updated_at": now}
         async with self._session("release requests", write=True) as s:
-            result = await s.execute(
-                sa.update(TurnJob)
-                .where(
-                    TurnJob.id.in_(list(job_ids)),
-                    TurnJob.lease_owner == owner,
-                    TurnJob.state != DONE,
-                )
-                .values(state=QUEUED, lease_owner=None, lease_expires=None, updated_at=now)
-            )
-            return int(result.rowcount)  # type: ignore[attr-defined]
+            return await _update_held(s, job_ids, owner, values)
 
     async def release_reserved(self, *, owner: str, now: datetime) -> int:
         """Hand back every queued job ``owner`` reserved (stopping)."""
         async with self._session("release requests", write=True) as s:
             result = await s.execute(
-                sa.update(TurnJob)
-                .where(TurnJob.lease_owner == owner, TurnJob.state == QUEUED)
+                sa.update(_J)
+                .where(_C.lease_owner == owner, _C.state == QUEUED)
                 .values(lease_owner=None, lease_expires=None, updated_at=now)
             )
-            return int(result.rowcount)  # type: ignore[attr-defined]
+            return int(result.rowcount)
 
     # --- reading -----------------------------------------------------------
 
@@ -419,26 +495,27 @@ class JobStore:
         if not ids:
             return {}
         async with self._session("read requests") as s:
-            rows = await s.scalars(sa.select(TurnJob).where(TurnJob.id.in_(ids)))
-            return {j.id: _row(j) for j in rows.all()}
+            rows = await s.execute(sa.select(_J).where(_C.id.in_(ids)))
+            return {r.id: _row(r) for r in rows.all()}
 
     async def unfinished(self, up_to: int) -> list[Slot]:
-        """Every unfinished job up to id ``up_to`` (for queue positions)."""
+        """Every unfinished job up to id ``up_to`` (for queue positions), by id."""
         async with self._session("read the queue") as s:
             rows = await s.execute(
-                sa.select(TurnJob.id, TurnJob.conversation, TurnJob.state, TurnJob.lease_owner)
-                .where(TurnJob.state != DONE, TurnJob.id <= up_to)
-                .order_by(TurnJob.id)
+                sa.select(_C.id, _C.conversation, _C.state, _C.lease_owner, _C.lease_expires)
+                .where(_C.state != DONE, _C.id <= up_to)
+                .order_by(_C.id)
             )
-            return [Slot(r.id, r.conversation, r.state, r.lease_owner) for r in rows.all()]
+            return [
+                Slot(r.id, r.conversation, r.state, r.lease_owner, r.lease_expires)
+                for r in rows.all()
+            ]
 
     async def checkpointed_paths(self) -> set[str]:
         """Media paths unfinished jobs' checkpoints refer to (keep them when pruning)."""
         async with self._session("list checkpointed files") as s:
             rows = await s.scalars(
-                sa.select(TurnJob.checkpoint).where(
-                    TurnJob.state != DONE, TurnJob.checkpoint.is_not(None)
-                )
+                sa.select(_C.checkpoint).where(_C.state != DONE, _C.checkpoint.is_not(None))
             )
             out: set[str] = set()
             for cp in rows.all():
@@ -448,7 +525,5 @@ class JobStore:
     async def prune(self, *, before: datetime) -> int:
         """Delete jobs finished before ``before`` (their dedup keys go with them)."""
         async with self._session("prune finished requests", write=True) as s:
-            result = await s.execute(
-                sa.delete(TurnJob).where(TurnJob.state == DONE, TurnJob.finished_at < before)
-            )
-            return int(result.rowcount)  # type: ignore[attr-defined]
+            result = await s.execute(sa.delete(_J).where(_C.state == DONE, _C.finished_at < before))
+            return int(result.rowcount)

@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 _EXT = re.compile(r"[^a-z0-9]")
@@ -26,6 +27,17 @@ _EXT = re.compile(r"[^a-z0-9]")
 def _clean_ext(ext: str) -> str:
     cleaned = _EXT.sub("", ext.lower().lstrip("."))[:10]
     return cleaned or "bin"
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What a prune did: files removed, and the files it kept and why."""
+
+    removed: int = 0
+    freed: int = 0  # bytes
+    kept_in_use: int = 0  # a conversation or an unfinished request refers to them
+    kept_recent: int = 0  # unreferenced, but younger than the grace period
+    kept_recent_bytes: int = 0
 
 
 class MediaStore:
@@ -77,29 +89,37 @@ class MediaStore:
             raise ValueError(f"{path} is not inside the media root {self.root}")
         return resolved.relative_to(self.root).as_posix()
 
-    async def prune(self, keep: set[str], *, older_than: float = 3600.0) -> tuple[int, int]:
+    async def prune(self, keep: set[str], *, older_than: float = 3600.0) -> PruneReport:
         """Delete stored files whose relative path is not in ``keep``.
 
         Only files older than ``older_than`` seconds go: a turn writes its
         files before its database rows, so a fresh unreferenced file may
-        belong to a turn still running.  Returns (files removed, bytes freed).
+        belong to a turn still running.  The report says what was removed
+        and what was kept for which reason.
         """
         return await asyncio.to_thread(self._prune, keep, older_than)
 
-    def _prune(self, keep: set[str], older_than: float) -> tuple[int, int]:
+    def _prune(self, keep: set[str], older_than: float) -> PruneReport:
         if not self.root.is_dir():
-            return 0, 0
+            return PruneReport()
         cutoff = time.time() - older_than
-        removed = freed = 0
+        removed = freed = in_use = recent = recent_bytes = 0
         for path in self.root.glob("*/*/*"):
             if not path.is_file() or path.name.startswith(".tmp-"):
                 continue
             rel = path.relative_to(self.root).as_posix()
-            st = path.stat()
-            if rel in keep or st.st_mtime > cutoff:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                removed += 1
-                freed += st.st_size
-        return removed, freed
+            if rel in keep:
+                in_use += 1
+            elif st.st_mtime > cutoff:
+                recent += 1
+                recent_bytes += st.st_size
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed += 1
+                    freed += st.st_size
+        return PruneReport(removed, freed, in_use, recent, recent_bytes)

@@ -224,3 +224,85 @@ class TurnJob(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class UsageTurn(Base):
+    """What one turn used (see :mod:`core.usage`): its LLM calls and tokens,
+    by whom and where.  ``request_id`` is unique, so a turn is counted once
+    even when a resumed request records it again.  ``server`` is the
+    conversation key's scope (a Discord server, a Slack workspace, ``dm``,
+    the CLI's ``local``); ``conversation`` is the whole key as text.  Costs
+    are micro-USD, NULL when nothing priced the calls."""
+
+    __tablename__ = "usage_turns"
+    __table_args__ = (
+        sa.UniqueConstraint("request_id"),
+        sa.Index("ix_usage_turns_server_created_at", "platform", "server", "created_at"),
+        sa.Index("ix_usage_turns_user_created_at", "platform", "user_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    request_id: Mapped[str] = mapped_column(sa.String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    server: Mapped[str] = mapped_column(sa.String(255))
+    conversation: Mapped[str] = mapped_column(sa.String(800))
+    user_id: Mapped[str] = mapped_column(sa.String(255))
+    llm_model: Mapped[str | None] = mapped_column(sa.String(255))
+    llm_host: Mapped[str | None] = mapped_column(sa.String(255))
+    llm_calls: Mapped[int] = mapped_column(default=0)
+    prompt_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    llm_cost_micro_usd: Mapped[int | None] = mapped_column(sa.BigInteger)
+    error: Mapped[bool] = mapped_column(default=False)
+
+
+class UsageModelCall(Base):
+    """One task of a turn that was sent to a model: which model and provider,
+    how long it took, its cost in micro-USD (NULL: not priced)."""
+
+    __tablename__ = "usage_model_calls"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    turn_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("usage_turns.id", ondelete="CASCADE"), index=True
+    )
+    task: Mapped[str] = mapped_column(sa.String(64))
+    model: Mapped[str] = mapped_column(sa.String(255))
+    provider: Mapped[str | None] = mapped_column(sa.String(64))
+    backend: Mapped[str | None] = mapped_column(sa.String(16))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    seconds: Mapped[float] = mapped_column(sa.Float, default=0.0)
+    cost_micro_usd: Mapped[int | None] = mapped_column(sa.BigInteger)
+
+
+class ServerSettingsRow(Base):
+    """One server's (or workspace's) settings, as the JSON of
+    :class:`core.server_settings.ServerSettings`; keys left out inherit the
+    deployment's settings."""
+
+    __tablename__ = "server_settings"
+
+    platform: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    server: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(sa.String(255))
+
+
+class Feedback(Base):
+    """A person's 👍 (``good``) or 👎 (``bad``) on an answer, kept with its
+    turn (``request_id``, the turn's messages carry it); a person's last
+    click on an answer is the one kept."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (sa.UniqueConstraint("request_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    request_id: Mapped[str] = mapped_column(sa.String(64))
+    conversation: Mapped[str] = mapped_column(sa.String(800))
+    platform: Mapped[str] = mapped_column(sa.String(32))
+    user_id: Mapped[str] = mapped_column(sa.String(255))
+    rating: Mapped[str] = mapped_column(sa.String(16))  # good | bad
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

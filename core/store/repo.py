@@ -47,7 +47,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -63,7 +64,7 @@ from core.store.db import (
     unique_violation,
 )
 from core.store.jobs import JobFence, JobStore, mark_saved
-from core.store.media import MediaStore
+from core.store.media import MediaStore, PruneReport
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
 
@@ -123,6 +124,68 @@ _MESSAGE = _lengths(Message)
 _RESOURCE = _lengths(ResourceRow)
 _TASK_RUN = _lengths(TaskRun)
 _EVENT = _lengths(ProcessedEvent)
+
+# The hot statements (every request reads its history and saves its turn),
+# built once with bind parameters, in Core: no ORM unit of work or entity
+# loading, and one statement fewer per read (the conversation is joined, not
+# looked up first).  Rows come back as plain tuples.
+_CONV = cast(sa.Table, Conversation.__table__)
+_MSG = cast(sa.Table, Message.__table__)
+_RES = cast(sa.Table, ResourceRow.__table__)
+_RUN = cast(sa.Table, TaskRun.__table__)
+_IN_CHANNEL = (
+    _CONV.c.platform == sa.bindparam("platform"),
+    _CONV.c.scope == sa.bindparam("scope"),
+    _CONV.c.channel == sa.bindparam("channel"),
+)
+_RESOURCE_COLUMNS = (
+    _RES.c.message_id,
+    _RES.c.handle,
+    _RES.c.kind,
+    _RES.c.mime,
+    _RES.c.storage_path,
+    _RES.c.sha256,
+    _RES.c.size,
+    _RES.c.source,
+    _RES.c.task_id,
+)
+_RESOURCES_JOIN = _RES.join(_CONV, _CONV.c.id == _RES.c.conversation_id)
+# the conversation's own files, oldest first
+_OWN_RESOURCES = (
+    sa.select(*_RESOURCE_COLUMNS)
+    .select_from(_RESOURCES_JOIN)
+    .where(*_IN_CHANNEL, _CONV.c.thread == sa.bindparam("thread"))
+    .order_by(_RES.c.id)
+)
+# a thread's channel: the channel's own files and its other threads', newest first
+_CHANNEL_RESOURCES = (
+    sa.select(*_RESOURCE_COLUMNS)
+    .select_from(_RESOURCES_JOIN)
+    .where(*_IN_CHANNEL, _CONV.c.thread != sa.bindparam("thread"))
+    .order_by(_RES.c.id.desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+# the last messages, newest first
+_RECENT_MESSAGES = (
+    sa.select(_MSG.c.id, _MSG.c.role, _MSG.c.text, _MSG.c.user_id, _MSG.c.created_at)
+    .select_from(_MSG.join(_CONV, _CONV.c.id == _MSG.c.conversation_id))
+    .where(*_IN_CHANNEL, _CONV.c.thread == sa.bindparam("thread"))
+    .order_by(_MSG.c.id.desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+_INSERT_MESSAGE = sa.insert(_MSG).returning(_MSG.c.id)
+_INSERT_RESOURCES = sa.insert(_RES)
+_INSERT_TASK_RUNS = sa.insert(_RUN)
+PATH_CACHE = 4096  # media paths of stored files remembered per repo (they never change)
+
+
+def _key_params(key: ConversationKey) -> dict[str, str]:
+    return {
+        "platform": key.platform,
+        "scope": key.scope,
+        "channel": key.channel,
+        "thread": key.thread or "",
+    }
 
 
 def clean_text(value: str, *, ascii_only: bool = False) -> str:
@@ -251,6 +314,25 @@ class Repo:
         # SQLite has one writer at a time: queue this process's writers here
         # instead of letting them spin on the file lock (busy_timeout).
         self._write_lock = asyncio.Lock() if db.dialect == "sqlite" else None
+        # storage path -> absolute path (content-addressed: a stored file's
+        # path never changes; reading it checks the path again)
+        self._paths: dict[str, Path] = {}
+        now = sa.bindparam("now", type_=_CONV.c.created_at.type)
+        self._upsert_conversation = (
+            self._insert(_CONV)
+            .values(
+                platform=sa.bindparam("platform"),
+                scope=sa.bindparam("scope"),
+                channel=sa.bindparam("channel"),
+                thread=sa.bindparam("thread"),
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_update(
+                index_elements=["platform", "scope", "channel", "thread"], set_={"updated_at": now}
+            )
+            .returning(_CONV.c.id)
+        )
 
     # --- plumbing -------------------------------------------------------
 
@@ -294,12 +376,19 @@ class Repo:
     async def _conversation_id(self, s: AsyncSession, key: ConversationKey) -> int | None:
         return await s.scalar(sa.select(Conversation.id).where(self._key_filter(key)))
 
-    def _resource(self, row: ResourceRow) -> Resource:
+    def _resource(self, row: Any) -> Resource:
+        """A resource from a row of ``_RESOURCE_COLUMNS``."""
+        path = self._paths.get(row.storage_path)
+        if path is None:
+            path = self.media.path(row.storage_path)
+            if len(self._paths) >= PATH_CACHE:
+                self._paths.clear()
+            self._paths[row.storage_path] = path
         return Resource(
             handle=row.handle,
             kind=row.kind,
             mime=row.mime,
-            path=self.media.path(row.storage_path),
+            path=path,
             sha256=row.sha256,
             size=row.size,
             source=row.source,
@@ -318,43 +407,18 @@ class Repo:
         thread, so a channel's files mostly live in threads) — its own win
         on a clash."""
         key = fit_key(key)
+        params: dict[str, Any] = _key_params(key)
+        resources: dict[str, Resource] = {}
         async with self._session("load the conversation history") as s:
-            resources: dict[str, Resource] = {}
-            cid = await self._conversation_id(s, key)
             if key.thread is not None and parent_resources > 0:
-                rows = await s.scalars(
-                    sa.select(ResourceRow)
-                    .join(Conversation, Conversation.id == ResourceRow.conversation_id)
-                    .where(
-                        Conversation.platform == key.platform,
-                        Conversation.scope == key.scope,
-                        Conversation.channel == key.channel,
-                        Conversation.id != (cid if cid is not None else -1),
-                    )
-                    .order_by(ResourceRow.id.desc())
-                    .limit(parent_resources)
-                )
-                for row in rows.all():  # newest first: the newest wins a name clash
+                rows = await s.execute(_CHANNEL_RESOURCES, {**params, "limit": parent_resources})
+                for row in rows:  # newest first: the newest wins a name clash
                     resources.setdefault(row.handle, self._resource(row))
-            if cid is None:
-                return History(turns=[], resources=resources)
-            rows = await s.scalars(
-                sa.select(ResourceRow)
-                .where(ResourceRow.conversation_id == cid)
-                .order_by(ResourceRow.id)
-            )
-            own = rows.all()
-            for row in own:
-                resources[row.handle] = self._resource(row)
-            messages = (
-                await s.scalars(
-                    sa.select(Message)
-                    .where(Message.conversation_id == cid)
-                    .order_by(Message.id.desc())
-                    .limit(max(turns, 0) * 2)
-                )
-            ).all()
-        messages = list(reversed(messages))
+            own = (await s.execute(_OWN_RESOURCES, params)).all()
+            recent = await s.execute(_RECENT_MESSAGES, {**params, "limit": max(turns, 0) * 2})
+            messages = list(reversed(recent.all()))
+        for row in own:
+            resources[row.handle] = self._resource(row)
         if messages and messages[0].role != "user":
             messages = messages[1:]  # the window cut a pair in half
         handles: dict[int, list[str]] = {}
@@ -394,7 +458,7 @@ class Repo:
         async with self._session("list stored files") as s:
             return set((await s.scalars(sa.select(ResourceRow.storage_path))).all())
 
-    async def prune_media(self, *, older_than: float = 3600.0) -> tuple[int, int]:
+    async def prune_media(self, *, older_than: float = 3600.0) -> PruneReport:
         """Remove media files no conversation refers to any more (after /forget),
         keeping those an unfinished job's checkpoint still needs."""
         keep = await self.stored_paths() | await JobStore(self).checkpointed_paths()
@@ -472,88 +536,81 @@ class Repo:
         # Upsert first: it takes the row (PG) or the write lock (SQLite), so
         # concurrent writers to one conversation serialise from here on.
         attempt.part = "conversation"
-        insert = self._insert(Conversation).values(
-            platform=key.platform,
-            scope=key.scope,
-            channel=key.channel,
-            thread=key.thread or "",
-            created_at=now,
-            updated_at=now,
-        )
         cid: int = (
-            await s.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["platform", "scope", "channel", "thread"],
-                    set_={"updated_at": now},
-                ).returning(Conversation.id)
-            )
+            await s.execute(self._upsert_conversation, {**_key_params(key), "now": now})
         ).scalar_one()
-        own = await self._taken(s, [key])
+        # The handles this turn adds: none may be taken in the conversation.
+        # One conversation's turns run one at a time (core.jobs), so a taken
+        # one is a bug; a rename would leave the answer, which named the file
+        # already, pointing at another one: refuse the turn (StoreConflict).
+        # Within the turn it is checked here; against the conversation's files
+        # by the table's unique (conversation, handle) key when they are added.
+        ascii_files = shape["files"] >= 1
+        handles = [fit_handle(r.handle, _RESOURCE["handle"], ascii_only=ascii_files) for r in files]
+        seen: set[str] = set()
+        for handle in handles:
+            if handle in seen:
+                raise self._handle_taken(req.request_id, key, [handle])
+            seen.add(handle)
 
-        user, assistant = (
-            self._message(cid, req.request_id, role, user_id, text, shape[role])
-            for role, user_id, text in (
-                ("user", req.user_id, req.text),
-                ("assistant", None, reply.text),
-            )
-        )
-        for msg in (user, assistant):  # one flush each: the user's message gets the lower id
-            attempt.part = msg.role
-            s.add(msg)
-            await s.flush()
+        message_ids: dict[str, int] = {}
+        # one statement each: the user's message gets the lower id
+        for role, user_id, text in (
+            ("user", req.user_id, req.text),
+            ("assistant", None, reply.text),
+        ):
+            attempt.part = role
+            row = self._message(cid, req.request_id, role, user_id, text, shape[role])
+            message_ids[role] = (await s.execute(_INSERT_MESSAGE, row)).scalar_one()
 
         final: list[Resource] = []
         renamed: dict[str, str] = {}
-        rows: list[ResourceRow] = []
+        rows: list[dict[str, Any]] = []
         n_uploads = len(turn.uploads)
-        ascii_files = shape["files"] >= 1
-        for i, (res, rel) in enumerate(zip(files, storage, strict=True)):
-            handle = fit_handle(res.handle, _RESOURCE["handle"], ascii_only=ascii_files)
-            if handle in own:
-                # One conversation's turns run one at a time (core.jobs), so
-                # this is a bug; a rename would leave the answer, which named
-                # the file already, pointing at another one.  Refuse.
-                raise StoreConflict(
-                    f"request {req.request_id}: the file handle {handle} is already taken "
-                    f"in {key}; the turn is not saved"
-                )
+        for i, (res, rel, handle) in enumerate(zip(files, storage, handles, strict=True)):
             if handle != res.handle:
                 renamed[res.handle] = handle
-            own.add(handle)
-            msg = user if i < n_uploads else assistant
             rows.append(
-                ResourceRow(
-                    conversation_id=cid,
-                    message_id=msg.id,
-                    handle=handle,
-                    kind=fit(res.kind, _RESOURCE["kind"], ascii_only=ascii_files),
-                    mime=fit(res.mime, _RESOURCE["mime"], ascii_only=ascii_files),
-                    sha256=fit(res.sha256, _RESOURCE["sha256"], ascii_only=ascii_files),
-                    size=min(max(res.size, 0), INT64_MAX),
-                    storage_path=rel,
-                    source=fit(res.source, _RESOURCE["source"], ascii_only=ascii_files),
-                    task_id=fit_int32(res.task_id),
-                    created_at=now,
-                )
+                {
+                    "conversation_id": cid,
+                    "message_id": message_ids["user" if i < n_uploads else "assistant"],
+                    "handle": handle,
+                    "kind": fit(res.kind, _RESOURCE["kind"], ascii_only=ascii_files),
+                    "mime": fit(res.mime, _RESOURCE["mime"], ascii_only=ascii_files),
+                    "sha256": fit(res.sha256, _RESOURCE["sha256"], ascii_only=ascii_files),
+                    "size": min(max(res.size, 0), INT64_MAX),
+                    "storage_path": rel,
+                    "source": fit(res.source, _RESOURCE["source"], ascii_only=ascii_files),
+                    "task_id": fit_int32(res.task_id),
+                    "created_at": now,
+                }
             )
             final.append(dataclasses.replace(res, handle=handle))
         if rows and shape["files"] < 2:
             attempt.part = "files"
-            s.add_all(rows)
-            await s.flush()
+            try:
+                await s.execute(_INSERT_RESOURCES, rows)
+            except DB_ERRORS as exc:
+                if unique_violation(exc):
+                    raise self._handle_taken(req.request_id, key, handles) from exc
+                raise
         elif rows:
             log.error(
                 "request %s: files not recorded (the database refused them): %s",
                 req.request_id,
-                [r.handle for r in rows],
+                [r["handle"] for r in rows],
             )
         if reply.tasks and shape["tasks"] < 3:
             attempt.part = "tasks"
-            s.add_all(
-                self._task_run(assistant.id, req.request_id, t, renamed, shape["tasks"])
-                for t in reply.tasks
+            await s.execute(
+                _INSERT_TASK_RUNS,
+                [
+                    self._task_run(
+                        message_ids["assistant"], req.request_id, t, renamed, shape["tasks"]
+                    )
+                    for t in reply.tasks
+                ],
             )
-            await s.flush()
         if turn.job is not None:
             attempt.part = "job"
             fence = turn.job
@@ -564,20 +621,32 @@ class Repo:
         return tuple(final)
 
     @staticmethod
+    def _handle_taken(request_id: str, key: ConversationKey, handles: list[str]) -> StoreConflict:
+        which = (
+            f"file handle {handles[0]} is"
+            if len(handles) == 1
+            else (f"file handles {', '.join(handles)}: one of them is")
+        )
+        return StoreConflict(
+            f"request {request_id}: the {which} already taken in {key}; the turn is not saved"
+        )
+
+    @staticmethod
     def _message(
         cid: int, request_id: str, role: str, user_id: str | None, text: str, level: int
-    ) -> Message:
+    ) -> dict[str, Any]:
+        """A ``messages`` row."""
         ascii_only = level >= 1
-        return Message(
-            conversation_id=cid,
-            request_id=fit(request_id, _MESSAGE["request_id"], ascii_only=ascii_only),
-            role=role,
-            user_id=None if level >= 2 else fit_user(user_id, ascii_only=ascii_only),
-            text=NOT_STORED.format(n=len(text))
+        return {
+            "conversation_id": cid,
+            "request_id": fit(request_id, _MESSAGE["request_id"], ascii_only=ascii_only),
+            "role": role,
+            "user_id": None if level >= 2 else fit_user(user_id, ascii_only=ascii_only),
+            "text": NOT_STORED.format(n=len(text))
             if level >= 2
             else clean_text(text, ascii_only=ascii_only),
-            created_at=utcnow(),
-        )
+            "created_at": utcnow(),
+        }
 
     @staticmethod
     def _task_run(
@@ -586,7 +655,8 @@ class Repo:
         record: TaskRecord,
         renamed: dict[str, str],
         level: int = 0,
-    ) -> TaskRun:
+    ) -> dict[str, Any]:
+        """A ``task_runs`` row."""
         ascii_only = level >= 1
         bare = level >= 2
         result: dict[str, Any] | None = None
@@ -604,21 +674,23 @@ class Repo:
             result = dict(result or {})
             result["task_id"] = clean_json(record.id)
         model = None if bare or record.model is None else record.model
-        return TaskRun(
-            message_id=message_id,
-            request_id=fit(request_id, _TASK_RUN["request_id"], ascii_only=ascii_only),
-            task_index=-1 if index is None else index,
-            task=fit(str(record.task), _TASK_RUN["task"], ascii_only=ascii_only),
-            model=None if model is None else fit(model, _TASK_RUN["model"], ascii_only=ascii_only),
-            status=fit(str(record.status), _TASK_RUN["status"], ascii_only=ascii_only),
-            started=aware(record.started),
-            ended=aware(record.ended),
-            error=None
+        return {
+            "message_id": message_id,
+            "request_id": fit(request_id, _TASK_RUN["request_id"], ascii_only=ascii_only),
+            "task_index": -1 if index is None else index,
+            "task": fit(str(record.task), _TASK_RUN["task"], ascii_only=ascii_only),
+            "model": None
+            if model is None
+            else fit(model, _TASK_RUN["model"], ascii_only=ascii_only),
+            "status": fit(str(record.status), _TASK_RUN["status"], ascii_only=ascii_only),
+            "started": aware(record.started),
+            "ended": aware(record.ended),
+            "error": None
             if bare or record.error is None
             else clean_text(record.error, ascii_only=ascii_only),
-            args={} if bare else clean_json(dict(record.args), ascii_only=ascii_only),
-            result=result,
-        )
+            "args": {} if bare else clean_json(dict(record.args), ascii_only=ascii_only),
+            "result": result,
+        }
 
     async def forget(self, key: ConversationKey, user_id: str | None = None) -> int:
         """Delete the conversation's messages (only ``user_id``'s turns when
@@ -645,6 +717,24 @@ class Repo:
             if user_id is None:
                 await s.execute(sa.delete(Conversation).where(Conversation.id == cid))
             return deleted
+
+    async def asked(self, request_id: str) -> tuple[ConversationKey, str, str] | None:
+        """Where request ``request_id`` was asked, by whom, and its text
+        (None: not saved, or forgotten)."""
+        async with self._session("find the request") as s:
+            row = (
+                await s.execute(
+                    sa.select(Conversation, Message)
+                    .join(Message, Message.conversation_id == Conversation.id)
+                    .where(Message.request_id == request_id, Message.role == "user")
+                    .limit(1)
+                )
+            ).first()
+            if row is None:
+                return None
+            c, m = row
+            key = ConversationKey(c.platform, c.scope, c.channel, c.thread or None)
+            return key, m.user_id or "", m.text
 
     async def claim_event(self, source: str, event_id: str) -> bool:
         """Record a platform event; False if it was already recorded (a

@@ -148,7 +148,7 @@ async def test_ask_with_dead_llm_fails_cleanly(tmp_path: Path) -> None:
     )
     code, out, err = await run_bot("ask", "hello", env=env, cwd=tmp_path)
     assert code == 1, err
-    assert "could not be reached" in out, err
+    assert "could not be reached" in err, err  # the status (stderr) says why
     assert "sk-secret-value" not in out + err
     assert "Traceback" not in err
 

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 
 from adapters.discord import run_discord
 from adapters.discord.client import api_base
+from bot.app import discord_config
 from tests.fakes.agent_fixture import AgentEnv, model_a, serve_all
 from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
 from tests.fakes.hf_fake import FakeHF
@@ -102,6 +103,10 @@ async def ask_over_gateway(fake: FakeDiscord, prompt: str) -> dict[str, Any]:
     payload = fake.interaction("ask", {"prompt": prompt})
     await fake.dispatch("INTERACTION_CREATE", payload)
     await fake.wait_for("POST", rf"^/webhooks/{APP_ID}/{payload['token']}$", within=30)
+    # the answer is posted first; the status message's last edit follows (paced)
+    await fake.wait_until(
+        lambda: (fake.edits(payload["token"])[-1].content or "")[:1] in ("✅", "❌"), within=30
+    )
     return payload
 
 
@@ -114,9 +119,9 @@ def assert_fox_answered(
     if llm is not None:
         assert callback.at < llm.events[0][0]
     edits = [c.content or "" for c in fake.edits(payload["token"])]
-    assert any("🧠" in e for e in edits)  # planning
-    assert edits[-1].startswith("✅ Done in")
-    assert f"✅ `0` text-to-image · `{model_a('text-to-image')}`" in edits[-1]
+    assert edits[0].startswith("⏳ ")  # the status message, at once (then at most 1 edit/s)
+    assert edits[-1].startswith("✅ **Done in")
+    assert f"✅ 0. text-to-image · `{model_a('text-to-image')}`" in edits[-1]
     [answer] = fake.followups(payload["token"])
     assert answer.content == "Here is **your fox**."
     [part] = answer.files
@@ -128,7 +133,15 @@ def assert_synced_to_dev_guild_only(fake: FakeDiscord) -> None:
     [put] = fake.find("PUT", r"/commands$")
     assert isinstance(put.json, list)
     assert put.path == f"/applications/{APP_ID}/guilds/{GUILD_ID}/commands"
-    assert {c["name"] for c in put.json} == {"ask", "plan", "models", "forget", "help"}
+    assert {c["name"] for c in put.json} == {
+        "ask",
+        "plan",
+        "models",
+        "forget",
+        "help",
+        "usage",
+        "config",
+    }
 
 
 def assert_identified(fake: FakeDiscord) -> None:
@@ -180,7 +193,7 @@ async def test_discord_sync_registers_globally_through_the_api_base(
         proc.kill()
         raise
     assert proc.returncode == 0, err.decode()
-    assert "Synced 5 global commands" in out.decode()
+    assert "Synced 7 global commands" in out.decode()
     [put] = discord_fake.find("PUT", r"/commands$")
     assert put.path == f"/applications/{APP_ID}/commands"  # global, dev guilds or not
     assert discord_fake.gateway.sessions == []  # sync never connects to the gateway
@@ -257,7 +270,7 @@ async def test_run_discord_in_process_uses_the_api_base_only_while_running(
         }
     )
     fox_plan(agent_env.llm)
-    task = asyncio.create_task(run_discord(agent_env.agent, settings))
+    task = asyncio.create_task(run_discord(agent_env.agent, discord_config(settings)))
     try:
         ready = asyncio.ensure_future(fake.gateway.wait_ready())
         await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)

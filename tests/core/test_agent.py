@@ -10,11 +10,16 @@ from typing import Any
 from core.config import RESTARTING
 from core.tasks import TaskTimeouts
 from core.types import (
+    AnswerDelta,
     Attachment,
     ConversationKey,
-    Progress,
+    Event,
+    Finished,
+    QueuePosition,
     Request,
     Stage,
+    StageStarted,
+    TasksChanged,
     TaskStatus,
 )
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
@@ -248,25 +253,27 @@ async def test_uploaded_names_are_made_unique_within_conversation(agent_env: Age
 async def test_progress_events_cover_every_stage(agent_env: AgentEnv) -> None:
     env = agent_env
     env.llm.reply("plan", plan(step(0, "translation", text="hello")))
-    seen: list[Progress] = []
+    env.llm.reply("answer", "Bonjour, the translation is done.")
+    seen: list[Event] = []
 
-    async def sink(p: Progress) -> None:
+    async def sink(p: Event) -> None:
         seen.append(p)
 
-    await env.agent.handle(req("translate hello"), sink)
-    stages = [p.stage for p in seen]
-    for s in (Stage.PLANNING, Stage.SELECTING, Stage.RUNNING, Stage.ANSWERING, Stage.DONE):
-        assert s in stages
-    assert (
-        stages.index(Stage.PLANNING) < stages.index(Stage.RUNNING) < stages.index(Stage.ANSWERING)
-    )
-    running = [p for p in seen if p.stage is Stage.RUNNING]
+    reply = await env.agent.handle(req("translate hello"), sink)
+    stages = [p.stage for p in seen if isinstance(p, StageStarted)]
+    assert stages == [Stage.PLANNING, Stage.SELECTING, Stage.ANSWERING]
+    kinds = [type(p) for p in seen]
+    assert kinds.index(TasksChanged) < kinds.index(AnswerDelta)  # tasks run, then the answer
+    running = [p for p in seen if isinstance(p, TasksChanged)]
     assert running[-1].tasks[0].status is TaskStatus.DONE
     assert running[-1].tasks[0].model == model_a("translation")
+    # the answer streamed, and the run ends with the reply
+    assert "".join(p.text for p in seen if isinstance(p, AnswerDelta)) == reply.text
+    assert seen[-1] == Finished(reply)
 
 
 async def test_broken_progress_sink_does_not_fail_the_request(agent_env: AgentEnv) -> None:
-    async def sink(p: Progress) -> None:
+    async def sink(p: Event) -> None:
         raise RuntimeError("renderer bug")
 
     agent_env.llm.reply("plan", "[]")
@@ -415,21 +422,21 @@ async def test_requests_in_one_conversation_queue_and_say_so(agent_env: AgentEnv
     env.llm.reply(
         "plan", plan(step(0, "translation", text="a")), plan(step(0, "translation", text="b"))
     )
-    seen: list[Progress] = []
+    seen: list[Event] = []
 
-    async def sink(p: Progress) -> None:
+    async def sink(p: Event) -> None:
         seen.append(p)
 
     started = asyncio.Event()
 
-    async def first_sink(p: Progress) -> None:
+    async def first_sink(p: Event) -> None:
         started.set()  # emitted inside the conversation's lock
 
     first = asyncio.create_task(env.agent.handle(req("one"), first_sink))
     await started.wait()
     await env.agent.handle(req("two"), sink)
     await first
-    assert "Waiting for the previous request" in seen[0].detail
+    assert seen[0] == QueuePosition(0, conversation_busy=True)
     history = await env.agent.repo.load_history(KEY)
     assert [t.text for t in history.turns if t.role == "user"] == ["one", "two"]
 
@@ -481,7 +488,7 @@ async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: 
     env.llm.reply("plan", plan(step(0, "translation", text="hi")))
     started = asyncio.Event()
 
-    async def sink(p: Progress) -> None:
+    async def sink(p: Event) -> None:
         started.set()
 
     running = asyncio.create_task(env.agent.handle(req("translate hi"), sink))

@@ -17,10 +17,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.jobs import RESTARTING_NOTICE, TurnJob
+from core.jobs import TurnJob
 from core.store.jobs import DONE, QUEUED
 from core.store.models import Message, ResourceRow
-from core.types import ConversationKey, Stage
+from core.types import ConversationKey, QueuePosition, Restarting
 from tests.fakes.agent_fixture import AgentEnv, model_a, open_agent_env
 from tests.fakes.hf_fake import FakeHF, HFCall
 from tests.fakes.job_fixtures import KIND, FakeClock, RecordingRunner, submit
@@ -212,7 +212,7 @@ async def test_a_stop_past_the_grace_tells_the_person_and_the_next_process_finis
         assert await waiting == "deferred"
         assert len(runner_a.notices) == 1, runner_a.notices
         ((told, notice),) = runner_a.notices
-        assert told == job and notice.stage is Stage.QUEUED and notice.detail == RESTARTING_NOTICE
+        assert told == job and notice == Restarting()
         row = await job_row(a, job)
         assert (row.state, row.lease_owner) == (QUEUED, None)  # released: no lease to wait for
         assert "0" in row.checkpoint["outcomes"]
@@ -263,7 +263,7 @@ async def test_one_conversation_runs_in_order_across_two_agents_with_the_handles
         two = asyncio.create_task(b.agent.process(second))
         await runner_b.wait(lambda: bool(runner_b.notices))
         ((_, notice),) = runner_b.notices
-        assert notice.stage is Stage.QUEUED and "previous request" in notice.detail
+        assert notice == QueuePosition(0, conversation_busy=True)
         assert runner_b.started == []  # b waits for a's turn of the same conversation
         first_image.opened.set()
         assert await one == "done" and await two == "done"
@@ -293,11 +293,11 @@ async def test_admission_runs_the_cap_and_tells_the_rest_their_place(
         tasks = [asyncio.create_task(env.agent.process(i)) for i in ids]
         await runner.wait(lambda: len(runner.started) == 2 and len(runner.notices) == 3)
         assert runner.started == ids[:2]
-        shown = {job: (p.stage, p.ahead, p.detail) for job, p in runner.notices}
+        shown = dict(runner.notices)
         assert shown == {
-            ids[2]: (Stage.QUEUED, 0, "Queued: you're next (I'm busy with other requests)"),
-            ids[3]: (Stage.QUEUED, 1, "Queued: 1 request ahead of you"),
-            ids[4]: (Stage.QUEUED, 2, "Queued: 2 requests ahead of you"),
+            ids[2]: QueuePosition(0),  # next, behind other conversations
+            ids[3]: QueuePosition(1),
+            ids[4]: QueuePosition(2),
         }
         gate.opened.set()
         assert await asyncio.gather(*tasks) == ["done"] * 5

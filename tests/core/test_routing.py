@@ -81,3 +81,24 @@ def test_unserved_tasks_are_not_offered_and_say_why() -> None:
     assert {a.task: a.why_not for a in pinned.availability(catalog)}["image-classification"] == (
         "no catalog model is served by HF_PROVIDER=fal-ai for this task"
     )
+
+
+def test_runnable_tasks_follow_the_skip_list_at_once() -> None:
+    """What the planner is offered, computed per request without building the
+    whole availability table: the same answer, and a model put on the skip
+    list counts from the next request on."""
+    only = ModelInfo("org/only", "image-classification", providers=("hf-inference",))
+    other = ModelInfo("org/other", "summarization", providers=("hf-inference",))
+    catalog = Catalog([only, other])
+    remote = RemoteExpert(token=None)
+    for router in (
+        ExpertRouter("remote", remote=remote, local=None),
+        ExpertRouter("hybrid", remote=remote, local=LocalStandIn({other.id: "on disk"})),
+        ExpertRouter("local", remote=None, local=LocalStandIn({only.id: "cached"})),
+    ):
+        expected = [a.task for a in router.availability(catalog) if a.backends]
+        assert router.runnable_tasks(catalog) == expected
+    router = ExpertRouter("remote", remote=remote, local=None)
+    assert sorted(router.runnable_tasks(catalog)) == ["image-classification", "summarization"]
+    remote.directory.mark_dead(only.id, "gone")
+    assert router.runnable_tasks(catalog) == ["summarization"]

@@ -15,6 +15,13 @@ its websocket, so a bot started with ``start()`` (e.g. ``python -m bot run
 discord`` with ``DISCORD_API_BASE``) connects, identifies and gets READY, and
 :meth:`FakeDiscord.dispatch` sends it events such as INTERACTION_CREATE.
 
+It keeps the messages the bot made (``fake.messages``, by id, as Discord
+would return them, components included): an interaction's response keeps
+one id however often it is edited, a channel message edited keeps its id, a
+deleted one is gone (deleting it again answers 404 Unknown Message), and
+:meth:`FakeDiscord.click` builds the INTERACTION_CREATE of a person pressing
+a button on one of them.
+
 It also plays Discord's CDN: :meth:`FakeDiscord.attachment` stores bytes under
 ``/cdn/…`` and returns the attachment payload pointing there.  Payload
 builders (:meth:`FakeDiscord.interaction`, :meth:`FakeDiscord.message`, …)
@@ -77,6 +84,11 @@ class DiscordCall:
     json: Any | None
     files: list[FilePart] = field(default_factory=list)
     at: float = 0.0
+    answer: Any | None = None  # the JSON the fake answered with
+
+    @property
+    def message_id(self) -> str | None:
+        return self.answer.get("id") if isinstance(self.answer, dict) else None
 
     @property
     def content(self) -> str | None:
@@ -102,6 +114,13 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     )
 
 
+def _option_type(value: Any) -> int:
+    """An application command option's type: BOOLEAN 5, INTEGER 4, else STRING 3."""
+    if isinstance(value, bool):
+        return 5
+    return 4 if isinstance(value, int) else 3
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -118,6 +137,8 @@ class FakeDiscord:
         self._cond = asyncio.Condition()
         self._failures: list[_Failure] = []
         self._token_channels: dict[str, str] = {}
+        self.messages: dict[str, dict[str, Any]] = {}  # what the bot posted, as it is now
+        self._originals: dict[str, str] = {}  # interaction token -> its response's message id
         self.bot_user = {
             "id": str(BOT_ID),
             "username": "hugginggpt",
@@ -171,6 +192,10 @@ class FakeDiscord:
 
     def followups(self, token: str) -> list[DiscordCall]:
         return self.find("POST", rf"^/webhooks/{APP_ID}/{re.escape(token)}$")
+
+    def original(self, token: str) -> str:
+        """The id of the interaction's response message (made by its callback)."""
+        return self._originals[token]
 
     def edits(self, token: str) -> list[DiscordCall]:
         return self.find("PATCH", rf"^/webhooks/{APP_ID}/{re.escape(token)}/messages/@original$")
@@ -286,11 +311,14 @@ class FakeDiscord:
         roles: Iterable[int] = (),
         permissions: int = 0,
         size_limit: int = DEFAULT_LIMIT,
+        subcommand: str | None = None,
     ) -> dict[str, Any]:
-        """An INTERACTION_CREATE payload for slash command ``name``.
+        """An INTERACTION_CREATE payload for slash command ``name`` (or its
+        ``subcommand``).
 
-        ``options`` are string options; ``attachments`` maps option name to an
-        :meth:`attachment` payload (type 11, resolved by id).
+        ``options`` are string, integer or boolean options (typed by their
+        value); ``attachments`` maps option name to an :meth:`attachment`
+        payload (type 11, resolved by id).
         """
         interaction_id = self.next_id()
         token = f"tok{interaction_id}"
@@ -299,13 +327,15 @@ class FakeDiscord:
             channel = self.text_channel() if guild_id else self.dm_channel(self.next_id(), user)
         self._token_channels[token] = channel["id"]
         opts: list[dict[str, Any]] = [
-            {"name": k, "type": 3, "value": v} for k, v in (options or {}).items()
+            {"name": k, "type": _option_type(v), "value": v} for k, v in (options or {}).items()
         ]
         resolved: dict[str, Any] = {}
         for opt_name, att in (attachments or {}).items():
             opts.append({"name": opt_name, "type": 11, "value": att["id"]})
             resolved.setdefault("attachments", {})[att["id"]] = att
         data: dict[str, Any] = {"id": str(self.next_id()), "name": name, "type": 1}
+        if subcommand is not None:  # /name subcommand: the options are the subcommand's
+            opts = [{"name": subcommand, "type": 1, "options": opts}]
         if opts:
             data["options"] = opts
         if resolved:
@@ -337,6 +367,73 @@ class FakeDiscord:
         else:
             payload["user"] = user
         return payload
+
+    def click(
+        self,
+        message: dict[str, Any] | str,
+        custom_id: str,
+        *,
+        user: dict[str, Any] | None = None,
+        roles: Iterable[int] = (),
+        permissions: int = 0,
+        guild_id: int | None = GUILD_ID,
+        channel: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """An INTERACTION_CREATE (type 3) for pressing the button ``custom_id``
+        on ``message`` (a message the bot posted, or its id)."""
+        msg = self.messages[message] if isinstance(message, str) else message
+        ids = [
+            c.get("custom_id")
+            for row in msg.get("components") or ()
+            for c in row.get("components") or ()
+        ]
+        assert custom_id in ids, f"no button {custom_id!r} on the message: {ids}"
+        interaction_id = self.next_id()
+        token = f"tok{interaction_id}"
+        user = user or self.user()
+        if channel is None:
+            channel = (
+                self.text_channel(int(msg["channel_id"]), guild_id)
+                if guild_id
+                else self.dm_channel(int(msg["channel_id"]), user)
+            )
+        self._token_channels[token] = channel["id"]
+        payload: dict[str, Any] = {
+            "id": str(interaction_id),
+            "application_id": str(APP_ID),
+            "type": 3,
+            "token": token,
+            "version": 1,
+            "channel_id": channel["id"],
+            "channel": channel,
+            "locale": "en-US",
+            "app_permissions": str(discord.Permissions.all().value),
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": str(guild_id)}
+            if guild_id
+            else {"1": user["id"]},
+            "context": 0 if guild_id else 1,
+            "attachment_size_limit": DEFAULT_LIMIT,
+            "message": json.loads(json.dumps(msg)),
+            "data": {"custom_id": custom_id, "component_type": 2},
+        }
+        if guild_id:
+            payload["guild_id"] = str(guild_id)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = self.member(user, roles, permissions)
+        else:
+            payload["user"] = user
+        return payload
+
+    def buttons(self, message: dict[str, Any] | str) -> list[str]:
+        """The custom ids of the buttons on a message the bot posted."""
+        msg = self.messages[message] if isinstance(message, str) else message
+        return [
+            c["custom_id"]
+            for row in msg.get("components") or ()
+            for c in row.get("components") or ()
+            if "custom_id" in c
+        ]
 
     def message(
         self,
@@ -489,7 +586,42 @@ class FakeDiscord:
         failure = self._take_failure(call)
         if failure is not None:
             return _json({"message": "simulated failure", "code": failure.code}, failure.status)
-        return self._answer(call)
+        response = self._answer(call)
+        if isinstance(response, web.Response) and response.content_type == "application/json":
+            assert isinstance(response.body, bytes)
+            call.answer = json.loads(response.body)
+        return response
+
+    def _post(
+        self, call: DiscordCall, channel_id: str, message_id: str | None = None
+    ) -> dict[str, Any]:
+        """A message the bot posts (or, with ``message_id``, edits): kept as Discord has it."""
+        body = call.json if isinstance(call.json, dict) else {}
+        old = self.messages.get(message_id or "")
+        if old is None:
+            msg = self._message_object(channel_id, body.get("content") or "", self.bot_user)
+            if message_id is not None:
+                msg["id"] = message_id
+        else:
+            msg = dict(old)
+            msg["edited_timestamp"] = _now()
+            if "content" in body:
+                msg["content"] = body.get("content") or ""
+        if call.files:
+            msg["attachments"] = self._message_object(channel_id, "", self.bot_user, call.files)[
+                "attachments"
+            ]
+        if "components" in body:
+            msg["components"] = body.get("components") or []
+        if "flags" in body or old is None:
+            msg["flags"] = call.flags
+        if "message_reference" in body:
+            msg["message_reference"] = body["message_reference"]
+        self.messages[msg["id"]] = msg
+        return msg
+
+    def _unknown_message(self) -> web.Response:
+        return _json({"message": "Unknown Message", "code": 10008}, 404)
 
     def _answer(self, call: DiscordCall) -> web.StreamResponse:
         m, path = call.method, call.path
@@ -516,7 +648,15 @@ class FakeDiscord:
             return _json(self.gateway.info())
         if match := re.fullmatch(r"/interactions/(\d+)/([^/]+)/callback", path):
             kind = int((call.json or {}).get("type", 0))
-            flags = int(((call.json or {}).get("data") or {}).get("flags") or 0)
+            data = (call.json or {}).get("data") or {}
+            flags = int(data.get("flags") or 0)
+            if kind in (4, 5):  # a new message: the interaction's response
+                token = match[2]
+                original = self._post(
+                    DiscordCall("POST", path, {}, {**data, "flags": flags}),
+                    self._token_channels.get(token, str(CHANNEL_ID)),
+                )
+                self._originals[token] = original["id"]
             return _json(
                 {
                     "interaction": {
@@ -528,24 +668,32 @@ class FakeDiscord:
                     "resource": {"type": kind},
                 }
             )
-        if match := re.fullmatch(rf"/webhooks/{APP_ID}/([^/]+)(/messages/[^/]+)?", path):
-            channel_id = self._token_channels.get(match[1], str(CHANNEL_ID))
+        if match := re.fullmatch(rf"/webhooks/{APP_ID}/([^/]+)(?:/messages/([^/]+))?", path):
+            token = match[1]
+            channel_id = self._token_channels.get(token, str(CHANNEL_ID))
+            target = match[2]
+            if target == "@original":
+                target = self._originals.setdefault(token, str(self.next_id()))
+                if m == "DELETE":
+                    self.messages.pop(target, None)
+                    return web.Response(status=204)
             if m == "DELETE":
+                if self.messages.pop(target or "", None) is None:
+                    return self._unknown_message()
                 return web.Response(status=204)
-            body = self._message_object(
-                channel_id, (call.json or {}).get("content") or "", self.bot_user, call.files
-            )
+            body = self._post(call, channel_id, target)
             body["webhook_id"] = str(APP_ID)
             body["application_id"] = str(APP_ID)
-            body["flags"] = call.flags
             return _json(body)
-        if match := re.fullmatch(r"/channels/(\d+)/messages(/\d+)?", path):
+        if match := re.fullmatch(r"/channels/(\d+)/messages(?:/(\d+))?", path):
             if m == "DELETE":
+                if self.messages.pop(match[2] or "", None) is None:
+                    return self._unknown_message()
                 return web.Response(status=204)
-            body = self._message_object(
-                match[1], (call.json or {}).get("content") or "", self.bot_user, call.files
-            )
-            return _json(body)
+            if m == "GET" and match[2]:
+                known = self.messages.get(match[2])
+                return _json(known) if known is not None else self._unknown_message()
+            return _json(self._post(call, match[1], match[2]))
         if re.fullmatch(r"/channels/\d+/typing", path):
             return web.Response(status=204)
         if m == "PUT" and (

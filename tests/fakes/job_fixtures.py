@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from core.jobs import TurnJob
 from core.store.models import utcnow
-from core.types import AgentAPI, ConversationKey, Progress, Reply, Request, new_request_id
+from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
 from tests.fakes.db_fixtures import PG_URL, sqlite_url
 
 KIND = "test"
@@ -94,7 +94,7 @@ def job_payload(key: ConversationKey, text: str, user: str = "u1") -> dict[str, 
 class RecordingRunner:
     agent: AgentAPI
     replies: list[tuple[int, Reply]] = field(default_factory=list)
-    notices: list[tuple[int, Progress]] = field(default_factory=list)
+    notices: list[tuple[int, Notice]] = field(default_factory=list)
     gave_up: list[tuple[int, str]] = field(default_factory=list)
     started: list[int] = field(default_factory=list)
     running: int = 0
@@ -119,8 +119,8 @@ class RecordingRunner:
         finally:
             self.running -= 1
 
-    async def notify(self, job: TurnJob, progress: Progress) -> None:
-        await self._record(self.notices, (job.id, progress))
+    async def notify(self, job: TurnJob, notice: Notice) -> None:
+        await self._record(self.notices, (job.id, notice))
 
     async def give_up(self, job: TurnJob, reason: str) -> None:
         await self._record(self.gave_up, (job.id, reason))
@@ -143,3 +143,18 @@ async def submit(
         KIND, key, job_payload(key, text), request_id=new_request_id(), dedup=dedup
     )
     return accepted.job.id
+
+
+async def task_checkpointed(agent: Any, task_id: int, within: float = 20.0) -> None:
+    """Wait until a job running in ``agent`` has task ``task_id``'s outcome in
+    its stored checkpoint (a dependent may start before its parent's result
+    is checkpointed: a test that kills the process must wait for this)."""
+    async with asyncio.timeout(within):
+        while True:
+            running = list(agent.jobs._jobs)
+            rows = await agent.jobs.store.get(running) if running else {}
+            if any(
+                str(task_id) in ((r.checkpoint or {}).get("outcomes") or {}) for r in rows.values()
+            ):
+                return
+            await asyncio.sleep(0.02)

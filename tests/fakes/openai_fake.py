@@ -32,6 +32,17 @@ Switchable behaviours of real servers, each built from their documented answers:
   parse), for any call or one stage's.
 * :meth:`FakeLLM.hang` – a server that accepts the request and never
   answers (until the fake stops).
+* Streaming (``"stream": true``), as the API documents it: ``text/event-stream``
+  of ``chat.completion.chunk`` frames (the role first, the content in pieces of
+  :attr:`FakeLLM.stream_chunk_chars`, :attr:`FakeLLM.stream_gap` seconds apart,
+  then an empty delta with the finish reason), with
+  ``stream_options.include_usage`` a last chunk with ``"choices": []`` and the
+  usage (``"usage": null`` on the others), then ``data: [DONE]``.
+  :attr:`FakeLLM.stream_reasoning` streams ``delta.reasoning_content`` first
+  (gpt-oss on vLLM and the router do); :meth:`FakeLLM.break_stream` ends a
+  stream midway, by dropping the connection or with an SSE ``error`` event;
+  :attr:`FakeLLM.ignore_stream` answers a streamed request with one JSON
+  completion, as servers without streaming do.
 
 Use the ``llm_fake`` fixture in tests, or ``async with make_llm_fake() as fake``
 anywhere else (benchmarks, other fixtures).
@@ -124,6 +135,18 @@ class _Oddity:
     body: str = ""
 
 
+@dataclass
+class _Break:
+    """End the next ``times`` streams (of ``stage``, or any) after
+    ``after_chars`` characters of content: ``how`` "drop" closes the
+    connection, "error" sends an SSE error event."""
+
+    after_chars: int
+    how: str
+    times: int
+    stage: str | None
+
+
 def stage_of(body: dict[str, Any]) -> str:
     """The stage a request belongs to, from the first system message's marker."""
     for message in body.get("messages") or []:
@@ -169,10 +192,19 @@ class FakeLLM:
         self.reject_params: set[str] = set()
         self.reject_json_schema = False
         self.vllm_max_model_len: int | None = None
+        # Streaming: content per chunk, seconds between chunks, reasoning sent first.
+        self.stream_chunk_chars = 16
+        self.stream_gap = 0.0
+        self.stream_reasoning: str | None = None
+        # A server that ignores "stream" and answers with one JSON completion.
+        self.ignore_stream = False
+        # (monotonic time, stage, text) of every content chunk written to a stream
+        self.streamed: list[tuple[float, str, str]] = []
         # Authorization headers of chat requests, and the GETs of /props and /v1/models.
         self.auth: list[str] = []
         self.gets: list[str] = []
         self._oddities: list[_Oddity] = []
+        self._breaks: list[_Break] = []
         self._queues: dict[str, deque[Content]] = defaultdict(deque)
         self._failures: list[_Failure] = []
         self._clients: list[LLM] = []
@@ -220,6 +252,16 @@ class FakeLLM:
         they wait until the client gives up or the fake stops."""
         self._oddities.append(_Oddity("hang", times, stage))
 
+    def break_stream(
+        self, after_chars: int, *, how: str = "drop", times: int = 1, stage: str | None = None
+    ) -> None:
+        """End the next ``times`` streamed answers (of ``stage``, or any)
+        after ``after_chars`` characters: ``how="drop"`` closes the connection
+        (a proxy or the server dying), ``how="error"`` sends the API's
+        ``data: {"error": …}`` event and stops."""
+        assert how in ("drop", "error")
+        self._breaks.append(_Break(after_chars, how, times, stage))
+
     def client(self, **kw: Any) -> LLM:
         """An :class:`LLM` pointed at this fake (timeout 5, no retries unless given).
 
@@ -246,6 +288,15 @@ class FakeLLM:
                 if oddity.times <= 0:
                     self._oddities.remove(oddity)
                 return oddity
+        return None
+
+    def _take_break(self, stage: str) -> _Break | None:
+        for cut in self._breaks:
+            if cut.stage in (None, stage):
+                cut.times -= 1
+                if cut.times <= 0:
+                    self._breaks.remove(cut)
+                return cut
         return None
 
     def _take_failure(self, stage: str) -> _Failure | None:
@@ -437,8 +488,10 @@ class FakeLLM:
         ident = f"chatcmpl-{len(self.requests)}"
         model = body.get("model", self.models[0])
         created = int(time.time())
-        if body.get("stream"):
-            return await self._stream(request, ident, model, created, content, usage, body)
+        if body.get("stream") and not self.ignore_stream:
+            return await self._stream(
+                request, ident, model, created, content, finish, usage, body, stage
+            )
         return web.json_response(
             {
                 "id": ident,
@@ -464,11 +517,15 @@ class FakeLLM:
         model: str,
         created: int,
         content: str | None,
+        finish: str,
         usage: dict[str, int],
         body: dict[str, Any],
+        stage: str,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
+        with_usage = self.send_usage and (body.get("stream_options") or {}).get("include_usage")
+        cut = self._take_break(stage)
 
         async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
             chunk = {
@@ -476,23 +533,63 @@ class FakeLLM:
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": model,
+                "system_fingerprint": "fp_fake",
                 "choices": choices,
+                **({"usage": None} if with_usage else {}),
                 **extra,
             }
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
-        def delta(d: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
-            return [{"index": 0, "delta": d, "finish_reason": finish}]
+        def delta(d: dict[str, Any], reason: str | None = None) -> list[dict[str, Any]]:
+            return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": reason}]
 
-        await send(delta({"role": "assistant", "content": ""}))
+        async def pause() -> None:
+            if self.stream_gap:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.stream_gap)
+
+        await send(delta({"role": "assistant", "content": "", "refusal": None}))
+        if self.stream_reasoning:
+            step = self.stream_chunk_chars
+            for start in range(0, len(self.stream_reasoning), step):
+                await send(
+                    delta({"reasoning_content": self.stream_reasoning[start : start + step]})
+                )
         text = content or ""
-        for start in range(0, len(text), 16):
-            await send(delta({"content": text[start : start + 16]}))
-        await send(delta({}, "stop"))
-        if self.send_usage and (body.get("stream_options") or {}).get("include_usage"):
+        sent = 0
+        for start in range(0, len(text), self.stream_chunk_chars):
+            if cut is not None and sent >= cut.after_chars:
+                return await self._cut_stream(request, response, cut)
+            await pause()
+            piece = text[start : start + self.stream_chunk_chars]
+            await send(delta({"content": piece}))
+            self.streamed.append((time.monotonic(), stage, piece))
+            sent += len(piece)
+        if cut is not None:
+            return await self._cut_stream(request, response, cut)
+        await send(delta({}, finish))
+        if with_usage:
             await send([], usage=usage)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
+        return response
+
+    async def _cut_stream(
+        self, request: web.Request, response: web.StreamResponse, cut: _Break
+    ) -> web.StreamResponse:
+        if cut.how == "error":
+            error = {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+            await response.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+            await response.write_eof()
+            return response
+        # The connection drops: no last chunk, no [DONE], no end of the chunked body.
+        if request.transport is not None:
+            request.transport.close()
         return response
 
     async def handle_models(self, request: web.Request) -> web.Response:

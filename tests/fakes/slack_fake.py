@@ -11,6 +11,19 @@ token is missing (or always, with ``login_page=True``).  Socket Mode works
 too: ``apps.connections.open`` hands out a WebSocket on this server, and
 :meth:`FakeSlack.socket_send` pushes event envelopes the app must ack.
 
+:meth:`FakeSlack.hold` leaves chosen calls unanswered until the test lets
+them go (a bot killed while its call is in the air), and ``add_file(…,
+redirect=URL)`` answers a download with a redirect.
+
+The AI-app surface is served too: ``chat.startStream`` / ``appendStream`` /
+``stopStream`` keep each streamed message (:meth:`FakeSlack.streams`: its
+Markdown, its task cards as last updated, the blocks it ended with) and
+refuse to append to a stream that was stopped, as Slack does; the
+``assistant.threads.*`` methods answer ``ok``.  :meth:`FakeSlack.lack_feature`
+makes chosen methods answer an error every time (``unknown_method``,
+``missing_scope``, ``not_allowed_token_type``, ``feature_not_enabled``…): a
+workspace or app without the feature.
+
 Tests wait on what the fake received with :meth:`FakeSlack.wait_for` (an
 awaited condition, not a sleep).  :func:`signed_request` and the event
 builders make the signed Events API requests Slack would send.
@@ -28,7 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import pytest
 from aiohttp import WSMsgType, web
@@ -71,11 +84,37 @@ class Upload:
 
 
 @dataclass
+class Stream:
+    """One streamed message as Slack keeps it (``chat.startStream`` …)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    args: dict[str, Any]  # what chat.startStream was given
+    text: str = ""  # the Markdown appended so far
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # id → last task_update
+    task_history: list[dict[str, Any]] = field(default_factory=list)  # every task_update
+    plan_titles: list[str] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # given to chat.stopStream
+    stopped: bool = False
+    deleted: bool = False
+
+
+@dataclass
 class _Served:
     data: bytes
     content_type: str
     login_page: bool
     chunked: bool = False
+    redirect: str | None = None  # answer 302 to this URL instead
+
+
+@dataclass
+class _Hold:
+    method: str
+    where: Callable[[dict[str, Any]], bool] | None
+    times: int
+    released: asyncio.Event
 
 
 @dataclass
@@ -97,6 +136,11 @@ class FakeSlack:
     _socket: web.WebSocketResponse | None = None
     # Tokens Slack does not accept, with the error every method answers them.
     _refused: dict[str, str] = field(default_factory=dict)
+    # Calls held unanswered (and unrecorded) until their event is set.
+    _holds: list[_Hold] = field(default_factory=list)
+    # Streamed messages by ts, and methods this workspace/app does not have.
+    _streams: dict[str, Stream] = field(default_factory=dict)
+    _lacking: dict[str, str] = field(default_factory=dict)
 
     # -- test API --------------------------------------------------------
 
@@ -135,6 +179,30 @@ class FakeSlack:
     def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
         """Answer the next calls to ``method`` with ``{"ok": false, "error": …}``."""
         self._errors.setdefault(method, []).extend([error] * times)
+
+    def hold(
+        self,
+        method: str,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        times: int = 1,
+    ) -> asyncio.Event:
+        """Leave the next ``times`` calls to ``method`` (whose arguments match
+        ``where``) unanswered and unrecorded until the returned event is set:
+        a caller that dies meanwhile never got its call through."""
+        hold = _Hold(method, where, times, asyncio.Event())
+        self._holds.append(hold)
+        return hold.released
+
+    def lack_feature(self, *methods: str, error: str = "unknown_method") -> None:
+        """Answer every call to ``methods`` with ``{"ok": false, "error": error}``:
+        a workspace or app without the feature (no AI-app features, a scope
+        missing, an older Slack)."""
+        for method in methods:
+            self._lacking[method] = error
+
+    def streams(self) -> list[Stream]:
+        """Every streamed message, in the order they were started."""
+        return list(self._streams.values())
 
     def refuse_token(self, token: str, error: str = "invalid_auth") -> None:
         """Answer every call made with ``token`` (bot or app-level) with
@@ -183,15 +251,18 @@ class FakeSlack:
         login_page: bool = False,
         size: int | None = None,
         chunked: bool = False,
+        redirect: str | None = None,
     ) -> dict[str, Any]:
         """Serve ``data`` and return the Slack file object an event carries.
 
         ``login_page``: serve Slack's HTML sign-in page instead (what a bot
         without the ``files:read`` scope gets).  ``size`` overrides the
-        declared size; ``chunked`` sends no Content-Length.
+        declared size; ``chunked`` sends no Content-Length.  ``redirect``:
+        answer ``302 Found`` with that ``Location`` (absolute or relative),
+        as Slack does when it moves a download to another of its hosts.
         """
         file_id = f"F{next(self._ids):07d}"
-        self._files[file_id] = _Served(data, served_type or mimetype, login_page, chunked)
+        self._files[file_id] = _Served(data, served_type or mimetype, login_page, chunked, redirect)
         url = f"{self.root}/files-pri/{TEAM_ID}-{file_id}/{name}"
         return {
             "id": file_id,
@@ -224,6 +295,13 @@ class FakeSlack:
                 args.update(parse_qsl(raw.decode(), keep_blank_values=True))
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else args.get("token")
+        for hold in list(self._holds):
+            if hold.method == method and (hold.where is None or hold.where(args)):
+                hold.times -= 1
+                if hold.times <= 0:
+                    self._holds.remove(hold)
+                await hold.released.wait()
+                break
         call = Call(method, args, token, time.monotonic(), request.method)
         status, body, headers = 200, {"ok": True}, {}
         if self._rate_limits.get(method):
@@ -231,6 +309,8 @@ class FakeSlack:
             status, body, headers = 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "0"}
         elif self._errors.get(method):
             body = {"ok": False, "error": self._errors[method].pop(0)}
+        elif method in self._lacking:
+            body = {"ok": False, "error": self._lacking[method]}
         elif not token:
             body = {"ok": False, "error": "not_authed"}
         elif token in self._refused:
@@ -263,6 +343,12 @@ class FakeSlack:
             return {"channel": args.get("channel"), "ts": ts, "message": message}
         if method == "chat.update":
             return {"channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
+        if method == "chat.delete":
+            if args.get("ts") in self._streams:
+                self._streams[str(args["ts"])].deleted = True
+            return {"channel": args.get("channel"), "ts": args.get("ts")}
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            return self._stream(method, args)
         if method == "files.getUploadURLExternal":
             file_id = f"F{next(self._ids):07d}"
             self.uploads[file_id] = Upload(
@@ -281,6 +367,42 @@ class FakeSlack:
                 done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title})
             return {"files": done}
         return {}
+
+    def _stream(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The streaming methods, as Slack documents them: a stream is started
+        in a thread, appended to and stopped once; a stopped (or unknown)
+        stream takes nothing more."""
+        channel = str(args.get("channel") or "")
+        if method == "chat.startStream":
+            if not args.get("thread_ts"):
+                return {"ok": False, "error": "invalid_arguments"}
+            ts = f"{int(time.time())}.{next(self._ids):06d}"
+            stream = Stream(channel, ts, str(args["thread_ts"]), dict(args))
+            self._streams[ts] = stream
+        else:
+            found = self._streams.get(str(args.get("ts")))
+            if found is None or found.deleted:
+                return {"ok": False, "error": "message_not_found"}
+            if found.stopped:
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            stream = found
+        if args.get("markdown_text"):
+            stream.text += str(args["markdown_text"])
+        for chunk in args.get("chunks") or []:
+            kind = chunk.get("type")
+            if kind == "markdown_text":
+                stream.text += str(chunk.get("text", ""))
+            elif kind == "task_update":
+                stream.tasks[str(chunk["id"])] = dict(chunk)
+                stream.task_history.append(dict(chunk))
+            elif kind == "plan_update":
+                stream.plan_titles.append(str(chunk.get("title", "")))
+        if method == "chat.stopStream":
+            stream.stopped = True
+            stream.blocks = list(args.get("blocks") or [])
+            message = {"type": "message", "ts": stream.ts, "text": stream.text}
+            return {"channel": channel, "ts": stream.ts, "message": message}
+        return {"channel": channel, "ts": stream.ts}
 
     async def handle_socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -319,6 +441,8 @@ class FakeSlack:
         self.downloads.append({"file_id": file_id, "authorization": auth})
         if served is None:
             return web.Response(status=404, text="file not found")
+        if served.redirect is not None:
+            return web.Response(status=302, headers={"Location": served.redirect})
         if served.login_page or auth != f"Bearer {BOT_TOKEN}":
             return web.Response(body=LOGIN_PAGE, content_type="text/html")
         if served.chunked:
@@ -333,9 +457,10 @@ class FakeSlack:
 
 
 @asynccontextmanager
-async def make_slack_fake() -> AsyncIterator[FakeSlack]:
-    """Start a fake Slack on 127.0.0.1 (ephemeral port); stop it on exit."""
-    fake = FakeSlack()
+async def make_slack_fake(fake: FakeSlack | None = None) -> AsyncIterator[FakeSlack]:
+    """Start a fake Slack on 127.0.0.1 (ephemeral port); stop it on exit.
+    ``fake``: serve this one (a subclass that also tallies, say)."""
+    fake = fake if fake is not None else FakeSlack()
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/api/{method}", fake.handle_api)
     app.router.add_post("/upload/{file_id}", fake.handle_upload)
@@ -471,3 +596,94 @@ def signed_request(
     """``(raw_body, headers)`` for posting ``body`` as Slack would."""
     raw = json.dumps(body)
     return raw, signed_headers(raw, secret, **kw)
+
+
+# -- the AI-app surface: assistant threads and interactivity ---------------
+
+
+def assistant_thread_started(
+    *, channel: str = "D0DM", thread_ts: str, user: str = "U0USER", viewing: str = "C0CHAN"
+) -> dict[str, Any]:
+    """The ``assistant_thread_started`` event: the person opened a new chat
+    with the app (``viewing``: the channel they were looking at)."""
+    return {
+        "type": "assistant_thread_started",
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": viewing, "team_id": TEAM_ID, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": f"{int(time.time())}.{next(_event_ids):06d}",
+    }
+
+
+def assistant_message(
+    text: str, *, thread_ts: str, channel: str = "D0DM", user: str = "U0USER", **extra: Any
+) -> dict[str, Any]:
+    """A person's message in an assistant thread (a ``message.im`` reply in
+    the thread the app's chat started)."""
+    return dm_event(text, channel=channel, user=user, thread_ts=thread_ts, **extra)
+
+
+def feedback_click(
+    value: str,
+    *,
+    message_ts: str,
+    thread_ts: str | None,
+    channel: str = "D0DM",
+    user: str = "U0USER",
+    action_id: str = "feedback",
+) -> dict[str, Any]:
+    """The ``block_actions`` payload Slack sends when a person clicks one of
+    a message's feedback buttons (``value``: that button's value)."""
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    message: dict[str, Any] = {
+        "type": "message",
+        "ts": message_ts,
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "text": "",
+    }
+    if thread_ts:
+        container["thread_ts"] = message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": "someone", "name": "someone", "team_id": TEAM_ID},
+        "api_app_id": API_APP_ID,
+        "token": "legacy-verification-token",
+        "container": container,
+        "trigger_id": f"{next(_event_ids)}.trigger",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "directmessage"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": "https://hooks.slack.com/actions/T0TEAM/1/fake",
+        "actions": [
+            {
+                "type": "feedback_buttons",
+                "action_id": action_id,
+                "block_id": "feedback",
+                "value": value,
+                "action_ts": f"{int(time.time())}.000001",
+            }
+        ],
+    }
+
+
+def signed_form(
+    payload: dict[str, Any], secret: str = SIGNING_SECRET, **kw: Any
+) -> tuple[str, dict[str, str]]:
+    """``(raw_body, headers)`` for an interaction: Slack posts it form-encoded
+    as ``payload=<JSON>``."""
+    raw = urlencode({"payload": json.dumps(payload)})
+    headers = signed_headers(raw, secret, **kw)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    return raw, headers

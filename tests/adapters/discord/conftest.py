@@ -22,13 +22,13 @@ TEST_CONFIG = DiscordConfig(
 )
 
 
+DISPATCHED = ("CommandTree-invoker", "discord.py: on_", "discord-ui-dynamic-item-")
+
+
 async def settle(within: float = 20.0) -> None:
-    """Wait for every command invocation and message handler discord.py started."""
-    running = [
-        t
-        for t in asyncio.all_tasks()
-        if t.get_name() == "CommandTree-invoker" or t.get_name().startswith("discord.py: on_")
-    ]
+    """Wait for every command invocation, button press and message handler
+    discord.py started."""
+    running = [t for t in asyncio.all_tasks() if t.get_name().startswith(DISPATCHED)]
     if running:
         await asyncio.wait_for(asyncio.gather(*running), within)
 
@@ -53,6 +53,12 @@ class Harness:
         self.bot._connection.parse_interaction_create(payload)  # type: ignore[arg-type]
         await settle()
         return payload
+
+    async def click(
+        self, message: dict[str, Any] | str, custom_id: str, **who: Any
+    ) -> dict[str, Any]:
+        """Press a button on a message the bot posted, wait for it to be handled."""
+        return await self.interact(self.fake.click(message, custom_id, **who))
 
     async def post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Deliver a MESSAGE_CREATE, wait for the handler to finish."""

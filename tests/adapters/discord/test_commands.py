@@ -5,18 +5,19 @@ the fake Discord server received."""
 from __future__ import annotations
 
 import io
-import itertools
 import logging
 import re
+from types import TracebackType
 
 import pytest
 from PIL import Image
 
 from adapters.discord.access import AccessPolicy
-from core.types import AgentAPI, PlanPreview, ProgressSink, Reply, Request
+from core.types import AgentAPI, Job, PlanPreview, Request
 from tests.adapters.discord.conftest import Harness, config, running_bot
 from tests.adapters.discord.helpers import fence_balanced, noisy_png, plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a
+from tests.fakes.clock import PacingClock
 from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
 from tests.fakes.samples import sample_png
 
@@ -29,6 +30,7 @@ async def test_ask_defers_before_the_llm_then_edits_status_and_posts_files(
     h, fake = harness, harness.fake
     h.env.llm.reply("plan", plan(step(0, "text-to-image", text="a red square")))
     h.env.llm.reply("answer", "Here is your red square: image.png")
+    h.env.llm.delay = 0.1  # planning stays on screen long enough to be shown
     upload = fake.attachment("photo.png", sample_png(), "image/png")
     p = await h.interact(
         fake.interaction("ask", {"prompt": "draw a red square"}, attachments={"file1": upload})
@@ -43,8 +45,8 @@ async def test_ask_defers_before_the_llm_then_edits_status_and_posts_files(
 
     edits = [c.content or "" for c in fake.edits(p["token"])]
     assert any("🧠" in e for e in edits)
-    assert edits[-1].startswith("✅ Done in")
-    assert f"✅ `0` text-to-image · `{model_a('text-to-image')}`" in edits[-1]
+    assert edits[-1].startswith("✅ **Done in")
+    assert f"✅ 0. text-to-image · `{model_a('text-to-image')}`" in edits[-1]
 
     [answer] = fake.followups(p["token"])
     assert answer.content == "Here is your red square: image.png"
@@ -60,15 +62,17 @@ async def test_status_edits_are_at_most_once_per_interval(
 ) -> None:
     env = agent_env
     env.llm.reply("plan", plan(*(step(i, "text-to-image", text=f"pic {i}") for i in range(3))))
-    env.hf.serve(model_a("text-to-image"), "text-to-image", delay=0.15)
-    async with running_bot(env.agent, config(status_interval=0.3)) as bot:
+    env.hf.serve(model_a("text-to-image"), "text-to-image", delay=0.1)
+    clock = PacingClock()
+    async with running_bot(env.agent, config(status_interval=1.0, clock=clock)) as bot:
         h = Harness(discord_fake, bot, env)
         p = await h.interact(discord_fake.interaction("ask", {"prompt": "three pictures"}))
     edits = discord_fake.edits(p["token"])
-    assert len(edits) >= 2
-    gaps = [b.at - a.at for a, b in itertools.pairwise(edits)]
-    assert all(g >= 0.2 for g in gaps), gaps  # arrival jitter under load; no throttle: ~ms
-    assert (edits[-1].content or "").startswith("✅ Done")
+    # every edit after the first waited out the interval on the clock (time
+    # moves only when the pacing sleeps): no more edits than seconds passed
+    assert 2 <= len(edits) <= clock.t / 1.0 + 2, (len(edits), clock.t)
+    assert clock.sleeps and all(0 < s <= 1.0 for s in clock.sleeps)
+    assert (edits[-1].content or "").startswith("✅ **Done")
     assert len(discord_fake.followups(p["token"])[-1].files) == 3
 
 
@@ -201,20 +205,17 @@ async def test_plan_shows_tasks_and_models_without_running_them(harness: Harness
     assert h.env.llm.calls("answer") == []
 
 
-async def test_failed_agent_call_is_a_short_ephemeral_message(
+async def test_a_failed_request_ends_its_status_with_the_reason(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     h, fake = harness, harness.fake
     h.env.llm.fail(500, times=5)
     with caplog.at_level(logging.INFO):
         p = await h.interact(fake.interaction("ask", {"prompt": "anything"}))
-    edits = [c.content or "" for c in fake.edits(p["token"])]
-    status = re.fullmatch(r"❌ That did not work \(request `(\w+)`\)", edits[-1])
-    assert status, edits
-    rid = status[1]
-    [note] = fake.followups(p["token"])
-    assert note.flags & EPHEMERAL and note.content and len(note.content) < 500
-    assert any(rid in r.getMessage() for r in caplog.records if r.name.startswith("core."))
+    final = fake.edits(p["token"])[-1].content or ""
+    assert final.startswith("❌ The language model at 127.0.0.1") and "HTTP 500" in final
+    assert len(final) < 500 and fake.followups(p["token"]) == []  # nothing else is posted
+    assert any("HTTP 500" in r.getMessage() for r in caplog.records if r.name.startswith("core."))
 
 
 async def test_models_and_help_answer_ephemerally_at_once(harness: Harness) -> None:
@@ -252,8 +253,21 @@ async def test_denied_guild_gets_an_ephemeral_refusal(
     assert agent_env.llm.calls() == []
 
 
+class _Exploding:
+    async def __aenter__(self) -> None:
+        raise RuntimeError("database exploded")
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
 class CrashingAgent:
-    """The real agent, except that ``handle`` breaks its promise and raises."""
+    """The real agent, except that ``run`` breaks its promise and raises."""
 
     def __init__(self, agent: AgentAPI) -> None:
         self._agent = agent
@@ -261,10 +275,8 @@ class CrashingAgent:
     def __getattr__(self, name: str) -> object:
         return getattr(self._agent, name)
 
-    async def handle(
-        self, request: Request, progress: ProgressSink | None = None, job: object = None
-    ) -> Reply:
-        raise RuntimeError("database exploded")
+    def run(self, request: Request, *, job: Job | None = None) -> _Exploding:
+        return _Exploding()
 
 
 async def test_unexpected_crash_is_logged_with_trace_and_told_briefly(
@@ -273,15 +285,16 @@ async def test_unexpected_crash_is_logged_with_trace_and_told_briefly(
     async with running_bot(CrashingAgent(agent_env.agent)) as bot:  # type: ignore[arg-type]
         h = Harness(discord_fake, bot, agent_env)
         p = await h.interact(discord_fake.interaction("ask", {"prompt": "x"}))
-    [note] = discord_fake.followups(p["token"])
-    assert note.flags & EPHEMERAL and "something went wrong" in (note.content or "")
-    rid = re.search(r"request `(\w+)`", note.content or "")
-    assert rid and rid[1] in (discord_fake.edits(p["token"])[-1].content or "")
+    final = discord_fake.edits(p["token"])[-1].content or ""
+    assert final.startswith("❌ Sorry, something went wrong on my side")
+    assert discord_fake.followups(p["token"]) == []
+    rid = re.search(r"request `(\w+)`", final)
+    assert rid
     [record] = [r for r in caplog.records if r.exc_info and rid[1] in r.getMessage()]
     assert "database exploded" in str(record.exc_info[1])  # type: ignore[index]
 
 
-async def test_attachment_that_fails_to_download_removes_thinking_and_tells_the_user(
+async def test_attachment_that_fails_to_download_ends_the_status_with_the_reason(
     harness: Harness,
 ) -> None:
     h, fake = harness, harness.fake
@@ -289,9 +302,10 @@ async def test_attachment_that_fails_to_download_removes_thinking_and_tells_the_
     fake.cdn.clear()  # gone from the CDN
     p = await h.interact(fake.interaction("ask", {"prompt": "x"}, attachments={"file1": upload}))
     assert fake.callbacks(p["id"])[0].json == {"type": 5}
-    assert fake.find("DELETE", rf"/webhooks/{APP_ID}/{p['token']}/messages/@original$")
-    [note] = fake.followups(p["token"])
-    assert note.flags & EPHEMERAL and "photo.png" in (note.content or "")
+    edits = [c.content or "" for c in fake.edits(p["token"])]
+    assert edits[0].startswith("⏳ **Downloading your files**")
+    assert edits[-1] == "❌ photo.png could not be downloaded from Discord (HTTP 404)."
+    assert fake.followups(p["token"]) == []
     assert h.env.llm.calls() == []
 
 

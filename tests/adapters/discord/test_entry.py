@@ -9,13 +9,12 @@ import pytest
 
 from adapters.discord import run_discord, sync_commands
 from adapters.discord.client import invite_url
-from bot.settings import Settings
 from core.errors import ConfigError
 from tests.adapters.discord.conftest import config, running_bot
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
 
-COMMANDS = ["ask", "plan", "models", "forget", "help"]
+COMMANDS = ["ask", "plan", "models", "forget", "help", "usage", "config"]
 
 
 async def test_setup_hook_syncs_only_to_dev_guilds_and_prints_the_invite(
@@ -47,12 +46,11 @@ async def test_no_sync_at_all_without_dev_guilds(
 async def test_sync_commands_registers_globally(
     discord_fake: FakeDiscord, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = Settings(_env_file=None, discord_bot_token="t", discord_dev_guild_ids="5")  # type: ignore[call-arg]
-    await sync_commands(settings)
+    await sync_commands(config(token="t", dev_guild_ids=(5,)))
     [put] = discord_fake.find("PUT", r"/commands$")
     assert put.path == f"/applications/{APP_ID}/commands"
     assert sorted(c["name"] for c in put.json) == sorted(COMMANDS)
-    assert "Synced 5 global commands" in capsys.readouterr().out
+    assert f"Synced {len(COMMANDS)} global commands" in capsys.readouterr().out
 
 
 def test_invite_url_asks_for_what_the_bot_needs() -> None:
@@ -64,13 +62,9 @@ def test_invite_url_asks_for_what_the_bot_needs() -> None:
     assert not perms.administrator and not perms.manage_messages
 
 
-async def test_run_without_a_token_says_how_to_fix(
-    agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("DISCORD_BOT_TOKEN", raising=False)
-    monkeypatch.delenv("DISCORD_TOKEN", raising=False)
+async def test_run_without_a_token_says_how_to_fix(agent_env: AgentEnv) -> None:
     with pytest.raises(ConfigError, match="DISCORD_BOT_TOKEN"):
-        await run_discord(agent_env.agent, Settings(_env_file=None))  # type: ignore[call-arg]
+        await run_discord(agent_env.agent, config(token=None))
 
 
 async def test_shards_from_config_are_passed_to_the_client(agent_env: AgentEnv) -> None:

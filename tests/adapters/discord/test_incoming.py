@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from adapters.discord.config import DiscordConfig
-from adapters.discord.incoming import check_attachments, download, download_all
+from adapters.discord.incoming import check_attachments, download, download_each
 from core.errors import InputRejected
 from tests.adapters.discord.conftest import TEST_CONFIG
 from tests.fakes.discord_fake import FakeDiscord
@@ -48,7 +48,7 @@ def test_only_discord_cdn_over_https_by_default() -> None:
 def test_declared_size_and_count_are_checked_before_download() -> None:
     config = replace(TEST_CONFIG, max_attachment_bytes=100)
     url = "http://127.0.0.1/x"
-    assert "limit is 100 B" in (check_attachments([Att("big.bin", 101, url)], config) or "")
+    assert "the limit is 100 bytes" in (check_attachments([Att("big.bin", 101, url)], config) or "")
     many = [Att(f"{i}.txt", 1, url) for i in range(4)]
     assert "at most 3" in (check_attachments(many, config) or "")
 
@@ -64,7 +64,7 @@ async def test_a_lying_declared_size_is_cut_by_the_streaming_cap(discord_fake: F
     config = replace(TEST_CONFIG, max_attachment_bytes=200_000)
     payload = discord_fake.attachment("x.bin", b"\0" * 500_000, declared_size=10)
     async with aiohttp.ClientSession() as session:
-        with pytest.raises(InputRejected, match="larger than"):
+        with pytest.raises(InputRejected, match=r"the limit is 195\.3 KB"):
             await download(session, _att(payload), config)
 
 
@@ -73,7 +73,7 @@ async def test_too_large_declared_size_is_never_fetched(discord_fake: FakeDiscor
     payload = discord_fake.attachment("x.bin", b"\0" * 1000)
     async with aiohttp.ClientSession() as session:
         with pytest.raises(InputRejected):
-            await download_all(session, [_att(payload)], config)
+            await download_each(session, [_att(payload)], config)
     assert discord_fake.cdn_requests == []
 
 
@@ -82,4 +82,4 @@ async def test_missing_file_is_a_user_error(discord_fake: FakeDiscord) -> None:
     discord_fake.cdn.clear()
     async with aiohttp.ClientSession() as session:
         with pytest.raises(InputRejected, match="HTTP 404"):
-            await download_all(session, [_att(payload)], TEST_CONFIG)
+            await download_each(session, [_att(payload)], TEST_CONFIG)

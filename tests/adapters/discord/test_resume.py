@@ -16,7 +16,7 @@ from tests.adapters.discord.helpers import plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a, open_agent_env
 from tests.fakes.discord_fake import APP_ID, BOT_ID, CHANNEL_ID, USER_ID, FakeDiscord
 from tests.fakes.hf_fake import HFCall
-from tests.fakes.job_fixtures import FakeClock
+from tests.fakes.job_fixtures import FakeClock, task_checkpointed
 
 FOX = plan(
     step(0, "text-to-image", text="a fox"),
@@ -44,6 +44,7 @@ async def die_mid_request(env: AgentEnv, fake: FakeDiscord, deliver: Callable[[A
     async with running_bot(env.agent) as bot:
         deliver(bot)
         await until(lambda: env.hf.calls_for(model_a("image-classification")))
+        await task_checkpointed(env.agent, 0)  # the drawing is saved with the job
         await env.agent.jobs.abandon()  # killed: no lease released, nothing posted
         await settle()
 
@@ -78,23 +79,25 @@ async def test_an_ask_whose_token_expired_is_answered_in_the_channel_to_the_pers
     fake, env = discord_fake, agent_env
     p = fake.interaction("ask", {"prompt": "draw a fox and say what it is"})
     await die_mid_request(env, fake, lambda bot: bot._connection.parse_interaction_create(p))
+    status = fake.original(p["token"])  # the interaction's "thinking…", now its status
 
     clock = FakeClock()
     clock.advance(16 * 60)  # back after the interaction's 15 minutes
     async with open_agent_env(tmp_path, env.llm, env.hf) as restarted:
         restarted.agent.jobs.clock = clock
         async with running_bot(restarted.agent):
-            posts = await fake.wait_for("POST", rf"^/channels/{CHANNEL_ID}/messages$", count=2)
+            [answer] = await fake.wait_for("POST", rf"^/channels/{CHANNEL_ID}/messages$")
             await until(
-                lambda: any(
-                    (c.content or "").startswith("✅")
-                    for c in fake.find("PATCH", rf"^/channels/{CHANNEL_ID}/messages/\d+$")
-                )
+                lambda: (fake.messages[status]["content"] or "").startswith("✅"),
             )
-    status, answer = posts[:2]
-    assert (status.content or "").startswith(f"<@{USER_ID}> 🔄 Resuming")
+    # the status message is the interaction's own, edited through the channel
+    edits = [c.content or "" for c in fake.find("PATCH", rf"^/channels/{CHANNEL_ID}/messages/")]
+    assert all(c.path.endswith(f"/{status}") for c in fake.find("PATCH", "^/channels/"))
+    assert any(e.startswith("🔄 **Resuming") for e in edits)
+    # the answer replies to it and mentions the person (only them)
     assert answer.content == f"<@{USER_ID}> A fox, classified."
-    assert answer.json["allowed_mentions"]["users"] == [USER_ID]  # only the person is pinged
+    assert answer.json["message_reference"]["message_id"] == int(status)
+    assert answer.json["allowed_mentions"]["users"] == [USER_ID]
     assert [f.filename for f in answer.files] == ["image.png"]
     assert fake.followups(p["token"]) == []  # nothing sent on the dead token
     assert len(env.hf.calls_for(model_a("text-to-image"))) == 1

@@ -14,7 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import Any
 
 import aiohttp
 import pytest
@@ -23,22 +24,49 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackConfig, build_app, serve_http
+from adapters.slack.assistant_events import FeedbackStore
 from core.types import (
+    Accepted,
     AgentAPI,
     ConversationKey,
+    EventSink,
+    Job,
+    JobOutcome,
+    JobRunner,
     ModelChoice,
     PlanPreview,
-    ProgressSink,
     Reply,
     Request,
     Resource,
+    Run,
+    UsageReport,
 )
 from tests.fakes.agent_fixture import AgentEnv
-from tests.fakes.slack_fake import BOT_TOKEN, SIGNING_SECRET, FakeSlack, signed_request
+from tests.fakes.slack_fake import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    FakeSlack,
+    signed_form,
+    signed_request,
+)
 
-if TYPE_CHECKING:
-    from core.jobs import JobRunner, Outcome, TurnJob
-    from core.store.jobs import Accepted
+
+class _Failing:
+    """A run that breaks the agent's promise: entering it raises."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def __aenter__(self) -> Run:
+        raise self.error
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
 
 
 class SpyAgent:
@@ -49,16 +77,22 @@ class SpyAgent:
         self.requests: list[Request] = []
         # (event id, new?) for every event the ack path recorded as a job
         self.claims: list[tuple[str, bool]] = []
-        self.fail_with: Exception | None = None  # raise from handle() (a crash)
+        self.fail_with: Exception | None = None  # raise from run() (a crash)
         self._changed = asyncio.Condition()
 
+    def run(self, request: Request, *, job: Job | None = None) -> AbstractAsyncContextManager[Run]:
+        self.requests.append(request)
+        if self.fail_with is not None:
+            return _Failing(self.fail_with)
+        return self.inner.run(request, job=job)
+
     async def handle(
-        self, request: Request, progress: ProgressSink | None = None, job: TurnJob | None = None
+        self, request: Request, events: EventSink | None = None, job: Job | None = None
     ) -> Reply:
         self.requests.append(request)
         if self.fail_with is not None:
             raise self.fail_with
-        return await self.inner.handle(request, progress, job=job)
+        return await self.inner.handle(request, events, job=job)
 
     def register_runner(self, kind: str, runner: JobRunner) -> None:
         self.inner.register_runner(kind, runner)
@@ -80,7 +114,7 @@ class SpyAgent:
             self._changed.notify_all()
         return accepted
 
-    async def process(self, job_id: int) -> Outcome:
+    async def process(self, job_id: int) -> JobOutcome:
         return await self.inner.process(job_id)
 
     async def plan_only(self, request: Request) -> PlanPreview:
@@ -88,6 +122,35 @@ class SpyAgent:
 
     async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
         return await self.inner.forget(conversation, user_id)
+
+    async def usage(
+        self,
+        conversation: ConversationKey,
+        user_id: str,
+        *,
+        server_wide: bool = False,
+        is_admin: bool = False,
+        since: str | None = None,
+    ) -> UsageReport:
+        return await self.inner.usage(
+            conversation, user_id, server_wide=server_wide, is_admin=is_admin, since=since
+        )
+
+    async def settings(self, conversation: ConversationKey) -> dict[str, str]:
+        return await self.inner.settings(conversation)
+
+    async def configure(
+        self,
+        conversation: ConversationKey,
+        key: str,
+        value: str | None,
+        *,
+        user_id: str,
+        is_admin: bool,
+    ) -> dict[str, str]:
+        return await self.inner.configure(
+            conversation, key, value, user_id=user_id, is_admin=is_admin
+        )
 
     def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
         return self.inner.models(task)
@@ -102,8 +165,11 @@ class SpyAgent:
     async def read_file(self, resource: Resource) -> bytes:
         return await self.inner.read_file(resource)
 
-    def busy(self) -> AbstractAsyncContextManager[None]:
-        return self.inner.busy()
+    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
+        return await self.inner.fit_image(data, max_bytes)
+
+    def sniff(self, data: bytes) -> str | None:
+        return self.inner.sniff(data)
 
     async def wait_claims(self, count: int, within: float = 10.0) -> list[tuple[str, bool]]:
         async with self._changed:
@@ -138,6 +204,11 @@ class SlackBot:
         raw, headers = signed_request(body, sign.pop("secret", SIGNING_SECRET), **sign)
         return await self.post_raw(raw, headers)
 
+    async def interact(self, payload: dict[str, Any]) -> Delivery:
+        """POST an interaction (a button click) as Slack does: a signed form."""
+        raw, headers = signed_form(payload)
+        return await self.post_raw(raw, headers)
+
     async def post_raw(self, raw: str, headers: dict[str, str]) -> Delivery:
         start = time.monotonic()
         async with self.session.post(self.url, data=raw.encode(), headers=headers) as response:
@@ -155,7 +226,9 @@ async def make_slack_bot(slack_fake: FakeSlack) -> AsyncIterator[BotFactory]:
     runners: list[web.AppRunner] = []
     session = aiohttp.ClientSession()
 
-    async def make(agent: AgentAPI, **overrides: Any) -> SlackBot:
+    async def make(
+        agent: AgentAPI, *, feedback: FeedbackStore | None = None, **overrides: Any
+    ) -> SlackBot:
         config = SlackConfig(
             bot_token=BOT_TOKEN,
             signing_secret=SIGNING_SECRET,
@@ -166,7 +239,7 @@ async def make_slack_bot(slack_fake: FakeSlack) -> AsyncIterator[BotFactory]:
         config = replace(config, **overrides)
         client = AsyncWebClient(token=config.bot_token, base_url=config.base_url)
         spy = agent if isinstance(agent, SpyAgent) else SpyAgent(agent)
-        app = build_app(spy, config, client)
+        app = build_app(spy, config, client, feedback=feedback)
         runner = await serve_http(app, config, host="127.0.0.1")
         runners.append(runner)
         port = runner.addresses[0][1]

@@ -1,4 +1,5 @@
-"""Config from settings, the client's retry handler, and run_slack in HTTP mode."""
+"""The client's retry handler, and run_slack in HTTP and Socket Mode (bot/app.py
+maps the settings to a SlackConfig: tests/bot/test_adapter_configs.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ import socket
 from pathlib import Path
 
 import aiohttp
-import pytest
 import yaml
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackConfig, build_app, run_slack
 from adapters.slack.app import make_client
-from bot.settings import Settings
-from core.errors import ConfigError
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.slack_fake import (
     BOT_TOKEN,
@@ -26,47 +24,6 @@ from tests.fakes.slack_fake import (
     mention_event,
     signed_request,
 )
-
-
-def settings(**values: object) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
-
-
-def test_config_from_settings() -> None:
-    config = SlackConfig.from_settings(
-        settings(
-            slack_bot_token="xoxb-1",
-            slack_signing_secret="s3cret",
-            slack_http_port=4000,
-            slack_api_url="http://127.0.0.1:1/api",
-            max_attachment_bytes=1234,
-        )
-    )
-    assert config == SlackConfig(
-        bot_token="xoxb-1",
-        signing_secret="s3cret",
-        http_port=4000,
-        api_url="http://127.0.0.1:1/api",
-        max_file_bytes=1234,
-    )
-    assert config.base_url == "http://127.0.0.1:1/api/" and not config.socket_mode
-    socket_mode = SlackConfig.from_settings(
-        settings(slack_bot_token="xoxb-1", slack_app_token="xapp-1")
-    )
-    assert socket_mode.socket_mode and socket_mode.base_url == "https://slack.com/api/"
-
-
-@pytest.mark.parametrize(
-    ("values", "needle"),
-    [
-        ({}, "SLACK_BOT_TOKEN"),
-        ({"slack_bot_token": "  "}, "SLACK_BOT_TOKEN"),
-        ({"slack_bot_token": "xoxb-1"}, "SLACK_APP_TOKEN"),
-    ],
-)
-def test_missing_tokens_say_what_to_set(values: dict[str, object], needle: str) -> None:
-    with pytest.raises(ConfigError, match=needle):
-        SlackConfig.from_settings(settings(**values))
 
 
 def test_clients_retry_rate_limits_via_the_sdk(agent_env: AgentEnv) -> None:
@@ -92,11 +49,11 @@ async def test_run_slack_serves_http_mode_until_cancelled(
     agent_env: AgentEnv, slack_fake: FakeSlack
 ) -> None:
     port = _free_port()
-    config = settings(
-        slack_bot_token=BOT_TOKEN,
-        slack_signing_secret=SIGNING_SECRET,
-        slack_http_port=port,
-        slack_api_url=slack_fake.base_url,
+    config = SlackConfig(
+        bot_token=BOT_TOKEN,
+        signing_secret=SIGNING_SECRET,
+        http_port=port,
+        api_url=slack_fake.base_url,
     )
     ready = asyncio.Event()
     task = asyncio.create_task(run_slack(agent_env.agent, config, ready=ready))
@@ -123,9 +80,7 @@ async def test_run_slack_serves_http_mode_until_cancelled(
 async def test_run_slack_in_socket_mode_answers_once_per_event(
     agent_env: AgentEnv, slack_fake: FakeSlack
 ) -> None:
-    config = settings(
-        slack_bot_token=BOT_TOKEN, slack_app_token="xapp-test", slack_api_url=slack_fake.base_url
-    )
+    config = SlackConfig(bot_token=BOT_TOKEN, app_token="xapp-test", api_url=slack_fake.base_url)
     ready = asyncio.Event()
     task = asyncio.create_task(run_slack(agent_env.agent, config, ready=ready))
     try:
@@ -157,8 +112,22 @@ def test_manifest_asks_for_what_the_adapter_uses() -> None:
         (Path(__file__).parents[3] / "adapters" / "slack_manifest.yaml").read_text()
     )
     settings_ = manifest["settings"]
-    assert set(settings_["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert set(settings_["event_subscriptions"]["bot_events"]) == {
+        "app_mention",
+        "message.im",
+        "assistant_thread_started",
+        "assistant_thread_context_changed",
+    }
     assert settings_["socket_mode_enabled"] is True
+    assert settings_["interactivity"]["is_enabled"] is True  # the feedback buttons
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
-    assert scopes == {"app_mentions:read", "chat:write", "files:read", "files:write", "im:history"}
+    assert scopes == {
+        "app_mentions:read",
+        "assistant:write",
+        "chat:write",
+        "files:read",
+        "files:write",
+        "im:history",
+    }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
+    assert manifest["features"]["assistant_view"]["assistant_description"]

@@ -7,10 +7,20 @@ from dataclasses import replace
 import pytest
 
 from adapters.slack.config import SlackConfig
-from adapters.slack.files import download_files
+from adapters.slack.files import download_files as download
 from core.errors import InputRejected
+from core.mediatypes import sniff
 from tests.fakes.samples import sample_png, sample_wav
 from tests.fakes.slack_fake import BOT_TOKEN, FakeSlack
+
+
+def mime_of(data: bytes) -> str | None:
+    found = sniff(data)
+    return found.mime if found is not None else None
+
+
+async def download_files(files: list[dict[str, object]], config: SlackConfig) -> tuple[object, ...]:
+    return await download(files, config, mime_of)
 
 
 @pytest.fixture

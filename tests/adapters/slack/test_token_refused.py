@@ -9,8 +9,7 @@ import contextlib
 
 import pytest
 
-from adapters.slack import run_slack
-from bot.settings import Settings
+from adapters.slack import SlackConfig, run_slack
 from core.errors import ConfigError
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.slack_fake import BOT_TOKEN, FakeSlack
@@ -18,13 +17,8 @@ from tests.fakes.slack_fake import BOT_TOKEN, FakeSlack
 APP_TOKEN = "xapp-test"
 
 
-def socket_mode(fake: FakeSlack) -> Settings:
-    return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        slack_bot_token=BOT_TOKEN,
-        slack_app_token=APP_TOKEN,
-        slack_api_url=fake.base_url,
-    )
+def socket_mode(fake: FakeSlack) -> SlackConfig:
+    return SlackConfig(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.base_url)
 
 
 async def test_refused_bot_token_is_a_config_error_before_connecting(

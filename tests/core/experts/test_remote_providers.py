@@ -3,6 +3,7 @@ against the loopback emulation of the 2026 service (Hub + router + providers).""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -182,6 +183,29 @@ async def test_hub_lookups_never_run_on_the_event_loop(
     assert threading.main_thread().name not in threads
     # one mapping look-up per model (and hf-inference's own task check), then the cache
     assert len(threads) <= 5
+
+
+async def test_a_models_route_is_found_once_then_calls_go_out_without_a_thread_hop(
+    svc: FakeHFService, expert: RemoteExpert, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counted(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(func, "__qualname__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    model = next(m for m in Catalog.load().models("summarization") if m.providers)
+    await expert.run("summarization", model, inputs_for("summarization"))
+    first = list(hops)
+    assert first  # the provider mapping (and the helper's own look-up), off the loop
+    hops.clear()
+    for _ in range(3):
+        result = await expert.run("summarization", model, inputs_for("summarization"))
+        assert result.text
+    assert hops == []
+    assert len(svc.calls_for(model.id)) == 4
 
 
 async def test_chat_with_auto_lets_the_router_choose_without_asking_the_hub(

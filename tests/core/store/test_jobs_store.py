@@ -113,3 +113,31 @@ async def test_finished_jobs_are_pruned_after_a_while(repo: Repo) -> None:
     assert await jobs.prune(before=utcnow() - timedelta(hours=1)) == 0
     assert await jobs.prune(before=utcnow() + timedelta(seconds=1)) == 1
     assert (await accept(jobs, "A", dedup="slack:Ev9")).fresh
+
+
+async def test_a_claim_starts_no_more_than_its_limit_oldest_first(repo: Repo) -> None:
+    """One statement picks and starts the jobs: never more than ``limit``
+    (PostgreSQL may evaluate a subquery again), the oldest heads first, each
+    row as a whole with its new lease and attempt."""
+    jobs = JobStore(repo)
+    ids = [(await accept(jobs, f"c{i}")).job.id for i in range(5)]
+    now = utcnow()
+    first = await jobs.claim(owner="p1", kinds=["test"], now=now, lease=LEASE, limit=2)
+    assert [r.id for r in first] == ids[:2]
+    assert {(r.state, r.lease_owner, r.attempts) for r in first} == {(RUNNING, "p1", 1)}
+    assert [r.payload for r in first] == [{"text": "c0"}, {"text": "c1"}]
+    assert all(r.lease_expires == now + timedelta(seconds=LEASE) for r in first)
+    second = await jobs.claim(owner="p1", kinds=["test"], now=now, lease=LEASE, limit=1)
+    assert [r.id for r in second] == ids[2:3]
+    assert await jobs.claim(owner="p1", kinds=["other"], now=now, lease=LEASE, limit=9) == []
+    rows = await jobs.get(ids)
+    assert [rows[i].state for i in ids] == [RUNNING] * 3 + [QUEUED] * 2
+
+
+async def test_queue_slots_carry_the_lease(repo: Repo) -> None:
+    jobs = JobStore(repo)
+    a = (await accept(jobs, "A", owner="p1")).job
+    b = (await accept(jobs, "B", owner="p2")).job
+    assert await jobs.finish(a.id, owner="p1", now=utcnow())
+    (slot,) = await jobs.unfinished(b.id)
+    assert (slot.id, slot.lease_owner, slot.lease_expires) == (b.id, "p2", b.lease_expires)

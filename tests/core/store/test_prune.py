@@ -29,11 +29,15 @@ async def test_prune_keeps_referenced_and_fresh_files(repo: Repo, media_store: M
     age(fresh_orphan.path, 10)  # written moments ago by a turn still running
 
     await repo.forget(CHANNEL)
-    removed, freed = await repo.prune_media(older_than=3600)
+    report = await repo.prune_media(older_than=3600)
 
-    assert (removed, freed) == (1, len(b"only mine"))
+    assert (report.removed, report.freed) == (1, len(b"only mine"))
     assert not mine.path.exists()
     assert shared.path.exists()  # still used by the other conversation
     assert fresh_orphan.path.exists()
+    # what was kept, and why: one file in use, one too young to tell
+    assert (report.kept_in_use, report.kept_recent) == (1, 1)
+    assert report.kept_recent_bytes == len(b"in flight, not saved yet")
     assert await repo.read(twin) == b"same bytes"
-    assert await repo.prune_media(older_than=3600) == (0, 0)
+    again = await repo.prune_media(older_than=3600)
+    assert (again.removed, again.freed, again.kept_in_use, again.kept_recent) == (0, 0, 1, 1)

@@ -1,0 +1,242 @@
+"""The words people read, for every platform: one renderer, one markup each.
+
+The agent's events carry data; the sentences, icons, sizes and times are
+here, once.  A :class:`Markup` says how a platform marks text up (Discord's
+Markdown, Slack's mrkdwn, the terminal's plain text), and :class:`Renderer`
+uses it for the status message, failures, plans, model lists and notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from adapters.chat.board import Board, Opening
+from adapters.chat.text import shorten
+from core.types import (
+    ModelChoice,
+    Notice,
+    PlanPreview,
+    Reply,
+    Stage,
+    TaskRecord,
+    TaskState,
+    TaskStatus,
+)
+
+STAGE_ICONS: dict[Stage, str] = {
+    Stage.QUEUED: "🕒",
+    Stage.PLANNING: "🧠",
+    Stage.SELECTING: "🔎",
+    Stage.RUNNING: "⚙️",
+    Stage.ANSWERING: "✍️",
+    Stage.DONE: "✅",
+}
+TASK_ICONS: dict[TaskStatus, str] = {
+    TaskStatus.PENDING: "▫️",
+    TaskStatus.RUNNING: "⏳",
+    TaskStatus.DONE: "✅",
+    TaskStatus.FAILED: "❌",
+    TaskStatus.SKIPPED: "⏭️",
+}
+OPENING = {
+    Opening.STARTING: ("⏳", "Reading your message"),
+    Opening.DOWNLOADING: ("⏳", "Downloading your files"),
+    Opening.RESUMING: ("🔄", "Resuming your request after a restart"),
+}
+RESTARTING = (
+    "I'm restarting right now; I'll finish this as soon as I'm back (no need to send it again)"
+)
+SORRY = "Sorry, something went wrong on my side (request {rid}). The details are in the log."
+CANNOT_TAKE = "I can't take requests right now; please try again in a minute."
+ERROR_ICON = "❌"
+
+
+def seconds(value: float) -> str:
+    """``45 s`` from ten seconds on, ``0.3 s`` or ``2 s`` below."""
+    if value >= 10:
+        return f"{value:.0f} s"
+    return f"{round(value, 1):g} s"
+
+
+def human_size(size: int) -> str:
+    """``1.5 MB``, ``120 KB``, ``512 bytes`` (binary units)."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def queue_words(ahead: int, conversation_busy: bool) -> str:
+    if ahead == 0 and conversation_busy:
+        return "Waiting for the previous request in this conversation to finish"
+    if ahead == 0:
+        return "Queued: you're next (I'm busy with other requests)"
+    return f"Queued: {plural(ahead, 'request')} ahead of you"
+
+
+def stage_words(board: Board) -> str:
+    stage = board.stage
+    if stage is Stage.PLANNING:
+        return (
+            "Resuming where I stopped" if board.resumed else "Reading the conversation and planning"
+        )
+    if stage is Stage.SELECTING:
+        return f"Choosing models for {plural(board.planned or 0, 'task')}"
+    if stage is Stage.RUNNING:
+        return f"Running tasks ({board.finished_tasks}/{len(board.tasks)} finished)"
+    if stage is Stage.ANSWERING:
+        return "Writing the answer"
+    return "Done"
+
+
+def _same(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Markup:
+    """How a platform marks text up (plain text by default)."""
+
+    bold: Callable[[str], str] = _same
+    code: Callable[[str], str] = _same
+    escape: Callable[[str], str] = _same
+    # The model's Markdown as the platform shows it.
+    answer: Callable[[str], str] = field(default=_same)
+
+
+@dataclass(frozen=True, slots=True)
+class Renderer:
+    """Text for one platform.  ``terminal``: heads say ``[stage]`` and task
+    lines are indented, for a log of lines rather than one edited message."""
+
+    markup: Markup = field(default_factory=Markup)
+    terminal: bool = False
+
+    # -- the status message ----------------------------------------------------
+
+    def status(self, board: Board, limit: int, *, with_answer: bool = True) -> str:
+        """The status message for ``board``: what is happening, then each
+        task, then (``with_answer``) the answer written so far."""
+        head = self._head(board)
+        body = self._with_tasks(head, board.tasks, limit)
+        if not (with_answer and board.answer.strip()):
+            return body
+        room = limit - len(body) - 2
+        answer = self.markup.answer(board.answer.strip())
+        if room < 40:
+            return body
+        return f"{body}\n\n{shorten(answer, room, keep_lines=True)}"
+
+    def notice(self, notice: Notice, limit: int) -> str:
+        return self.status(Board.of_notice(notice), limit)
+
+    def final(self, reply: Reply, elapsed: float, limit: int) -> str:
+        """The status message's last state for an answered request."""
+        head = self._line(STAGE_ICONS[Stage.DONE], f"Done in {seconds(elapsed)}", Stage.DONE)
+        return self._with_tasks(head, reply.tasks, limit)
+
+    def failed(self, reason: str, tasks: Sequence[TaskState | TaskRecord], limit: int) -> str:
+        """The status message's last state when the request failed or was
+        refused: the reason, then the tasks that ran."""
+        head = f"{ERROR_ICON} {self.markup.escape(shorten(reason, min(limit // 2, 1500)))}"
+        return self._with_tasks(head, tasks, limit)
+
+    def sorry(self, request_id: str) -> str:
+        return SORRY.format(rid=self.markup.code(request_id))
+
+    def _head(self, board: Board) -> str:
+        if board.restarting:
+            return self._line("🔄", RESTARTING, Stage.QUEUED)
+        if board.stage is None and board.queue is not None:
+            queue = board.queue
+            words = queue_words(queue.ahead, queue.conversation_busy)
+            return self._line(STAGE_ICONS[Stage.QUEUED], words, Stage.QUEUED)
+        if board.stage is None:
+            icon, words = OPENING[board.opening]
+            return self._line(icon, words, None, busy=True)
+        waiting = board.waiting
+        if waiting is not None and waiting.stage is board.stage:
+            attempt = f", attempt {waiting.attempt}" if waiting.attempt > 1 else ""
+            words = f"Still waiting for the language model ({seconds(waiting.waited)}{attempt})"
+            return self._line(STAGE_ICONS[board.stage], words, board.stage)
+        busy = board.stage is not Stage.DONE
+        return self._line(STAGE_ICONS[board.stage], stage_words(board), board.stage, busy=busy)
+
+    def _line(self, icon: str, words: str, stage: Stage | None, *, busy: bool = False) -> str:
+        """A head line; ``busy``: an activity under way (an ellipsis follows)."""
+        if self.terminal:
+            label = stage.value if stage is not None else "starting"
+            return f"[{label}] {words}"
+        return f"{icon} {self.markup.bold(self.markup.escape(words))}{'…' if busy else ''}"
+
+    def task_line(self, task: TaskState | TaskRecord) -> str:
+        code, esc = self.markup.code, self.markup.escape
+        model = code(task.model) if task.model else "choosing a model…"
+        line = f"{TASK_ICONS[task.status]} {task.id}. {esc(task.task)} · {model}"
+        why = task.error or getattr(task, "reason", None)
+        if task.status in (TaskStatus.FAILED, TaskStatus.SKIPPED) and (why or "").strip():
+            line += f" — {esc(shorten(' '.join((why or '').split()), 160))}"
+        return f"  {line}" if self.terminal else line
+
+    def _with_tasks(self, head: str, tasks: Sequence[TaskState | TaskRecord], limit: int) -> str:
+        lines = [head]
+        size = len(head)
+        for shown, task in enumerate(tasks):
+            line = self.task_line(task)
+            if size + len(line) + 1 > limit - 40:
+                lines.append(f"… and {len(tasks) - shown} more")
+                break
+            lines.append(line)
+            size += len(line) + 1
+        return "\n".join(lines)
+
+    # -- the answer ------------------------------------------------------------
+
+    def answer(self, text: str) -> str:
+        """The model's answer in the platform's markup."""
+        return self.markup.answer(text) if text.strip() else ""
+
+    def too_large(self, name: str, size: int, limit: int) -> str:
+        return (
+            f"📎 {self.markup.code(name)} ({human_size(size)}) is too large to upload here "
+            f"(limit {human_size(limit)})."
+        )
+
+    # -- /plan and /models -----------------------------------------------------
+
+    def plan(self, preview: PlanPreview) -> str:
+        b, c, esc = self.markup.bold, self.markup.code, self.markup.escape
+        if preview.error:
+            return f"{ERROR_ICON} {esc(preview.note)}"
+        if not preview.steps:
+            return "📝 No model is needed: I would answer this directly."
+        lines = [f"📝 {b('Plan')} — {plural(len(preview.steps), 'task')} (nothing was run)"]
+        for step in preview.steps:
+            after = f" after {', '.join(map(str, step.dep))}" if step.dep else ""
+            model = c(step.model) if step.model else "no model"
+            lines.append(f"{c(str(step.id))} {b(esc(step.task))}{after} → {model}")
+            if step.args:
+                args = ", ".join(f"{k}={shorten(str(v), 80)!r}" for k, v in step.args.items())
+                lines.append(f"    args: {esc(args)}")
+            if step.reason:
+                lines.append(f"    why: {esc(shorten(step.reason, 200))}")
+        return "\n".join(lines)
+
+    def models(self, models: Mapping[str, Sequence[ModelChoice]]) -> str:
+        b, c, esc = self.markup.bold, self.markup.code, self.markup.escape
+        if not models:
+            return "No models found for that task."
+        lines: list[str] = []
+        for task, choices in models.items():
+            lines.append(b(esc(task)))
+            if not choices:
+                lines.append("• (none)")
+            for choice in choices:
+                desc = f" — {esc(shorten(choice.description, 80))}" if choice.description else ""
+                lines.append(f"• {c(choice.id)} ({choice.downloads:,} downloads){desc}")
+        return "\n".join(lines)

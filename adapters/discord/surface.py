@@ -1,0 +1,235 @@
+"""Discord as a :class:`~adapters.chat.surface.Surface`: a job's status message
+and answer over REST alone, from the job's payload, in whichever process
+runs it.
+
+An interaction is answered through its webhook (the deferred "thinking…"
+message is the status message, the answer its follow-ups) while its token
+is young enough: each call looks at the token's age on the job's clock
+(15 minutes, less a margin), so a run that outlives it switches over
+mid-turn.  After that, or if Discord no longer knows the interaction, the
+status message (the interaction's own, which the bot may edit as its
+author) is edited through the channel and the answer is a channel message
+that replies to it and mentions the person.  A mention is answered with
+replies to the person's message.  The status message is remembered on the
+job, so a resumed job edits the one its last process left.
+
+The last message of an answer carries the buttons (:mod:`adapters.discord.buttons`):
+run again, details, delete.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import discord
+
+from adapters.chat import Limits, Markup, OutFile, Renderer
+from adapters.chat.files import answer_messages
+from core.types import Job, Resource
+
+MessageId = int
+
+if TYPE_CHECKING:
+    from adapters.discord.client import DiscordBot
+
+log = logging.getLogger(__name__)
+
+MESSAGE_LIMIT = 2000
+FILES_PER_MESSAGE = 10
+TOKEN_LIFETIME = timedelta(minutes=15)
+TOKEN_MARGIN = timedelta(seconds=30)  # don't start on a token about to expire
+
+
+def _code(text: str) -> str:
+    return f"``{text}``" if "`" in text else f"`{text}`"
+
+
+MARKUP = Markup(bold=lambda text: f"**{text}**", code=_code)
+RENDERER = Renderer(MARKUP)
+
+
+def to_discord_files(files: Sequence[OutFile]) -> list[discord.File]:
+    return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
+
+
+class DiscordSurface:
+    """See the module docstring."""
+
+    def __init__(self, bot: DiscordBot, job: Job) -> None:
+        p = job.payload
+        self._job = job
+        self._bot = bot
+        self._payload = p
+        upload_limit = int(p.get("upload_limit") or bot.config.dm_filesize_limit)
+        self._limits = Limits(
+            MESSAGE_LIMIT, upload_limit, FILES_PER_MESSAGE, bot.config.status_interval
+        )
+        self._channel = bot.get_partial_messageable(int(p["channel_id"]))
+        self._user = int(p["user_id"])
+        self._status_id: MessageId | None = None
+        ref = job.status_ref or {}
+        if ref.get("message_id"):
+            self._status_id = int(ref["message_id"])
+        self._webhook: discord.Webhook | None = None
+        self._expires: datetime | None = None
+        if p["via"] == "interaction" and not ref.get("channel"):
+            self._expires = datetime.fromisoformat(p["token_expires"])
+            self._webhook = discord.Webhook.from_state(
+                {"id": int(p["app_id"]), "type": 3, "token": p["token"]},
+                state=bot._connection,
+            )
+        self._sent: list[MessageId] = []  # the answer's messages so far
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    @property
+    def via_webhook(self) -> bool:
+        return self._webhook is not None
+
+    @property
+    def _mention(self) -> str:
+        return f"<@{self._user}>"
+
+    def _users(self) -> discord.AllowedMentions:
+        return discord.AllowedMentions(
+            everyone=False, roles=False, users=[discord.Object(self._user)]
+        )
+
+    def _asked(self) -> discord.PartialMessage:
+        """The person's own message (for a mention)."""
+        return self._channel.get_partial_message(int(self._payload["message_id"]))
+
+    async def _hook(self) -> discord.Webhook | None:
+        """The interaction's webhook while its token is young enough to use
+        (decided by its age on the job's clock, at every call)."""
+        if self._webhook is None or self._expires is None:
+            return None
+        if self._job.now() < self._expires - TOKEN_MARGIN:
+            return self._webhook
+        log.info(
+            "job %s: the interaction token expires at %s; answering in the channel",
+            self._job.id,
+            self._expires.isoformat(),
+        )
+        await self._to_channel(keep_status=True)
+        return None
+
+    async def _to_channel(self, *, keep_status: bool) -> None:
+        """From now on, answer with channel messages (``keep_status``: the
+        interaction's message is still there, edited through the channel)."""
+        self._webhook = None
+        if not keep_status:
+            self._status_id = None
+        ref: dict[str, object] = {"channel": True}
+        if self._status_id is not None:
+            ref["message_id"] = self._status_id
+        await self._job.set_status_ref(ref)
+
+    async def _lost_webhook(self, exc: discord.HTTPException) -> None:
+        """Discord no longer knows the interaction: answer in the channel."""
+        log.info(
+            "job %s: the interaction is gone (%s); answering in the channel", self._job.id, exc
+        )
+        await self._to_channel(keep_status=False)
+
+    async def _remember_status(self, message_id: MessageId) -> None:
+        if message_id != self._status_id:
+            self._status_id = message_id
+            await self._job.set_status_ref(
+                {**(self._job.status_ref or {}), "message_id": message_id}
+            )
+
+    async def post_status(self, text: str) -> None:
+        await self.edit_status(text)
+
+    async def edit_status(self, text: str) -> None:
+        hook = await self._hook()
+        if hook is not None:
+            try:
+                message = await hook.edit_message("@original", content=text)  # type: ignore[call-overload]
+                await self._remember_status(message.id)
+                return
+            except discord.NotFound as exc:
+                await self._lost_webhook(exc)
+        if self._status_id is not None:
+            try:
+                await self._channel.get_partial_message(self._status_id).edit(content=text)
+                return
+            except (discord.NotFound, discord.Forbidden) as exc:  # deleted, or not ours to edit
+                log.info("job %s: status message %s gone (%s)", self._job.id, self._status_id, exc)
+                self._status_id = None
+        if self._payload["via"] == "message":
+            status = await self._asked().reply(text, mention_author=False)
+        else:  # the interaction's own message is out of reach: a new one, to the person
+            status = await self._channel.send(
+                f"{self._mention} {text}", allowed_mentions=self._users()
+            )
+        await self._remember_status(status.id)
+
+    async def post_answer(self, text: str, files: Sequence[Resource]) -> None:
+        from adapters.discord.buttons import answer_view  # buttons import this module
+
+        agent, rid = self._bot.agent, self._job.request_id
+        messages = await answer_messages(agent, RENDERER, text, files, self.limits, rid)
+        for i, message in enumerate(messages):
+            view = None
+            if i == len(messages) - 1:
+                earlier = [self._status_id] if self._status_id is not None else []
+                view = answer_view(rid, self._user, [*earlier, *self._sent])
+            self._sent.append(await self._send(message.text, message.files, view))
+
+    async def _send(
+        self, content: str | None, files: Sequence[OutFile], view: discord.ui.View | None
+    ) -> MessageId:
+        none = discord.AllowedMentions.none()
+        hook = await self._hook()
+        if hook is not None:
+            try:
+                sent = await hook.send(
+                    content=content or discord.utils.MISSING,
+                    files=to_discord_files(files) or discord.utils.MISSING,
+                    allowed_mentions=none,
+                    view=view or discord.utils.MISSING,
+                    wait=True,
+                )
+                return sent.id
+            except discord.NotFound as exc:
+                await self._lost_webhook(exc)
+        extra: dict[str, Any] = {"view": view} if view is not None else {}
+        if self._sent:  # the rest of an answer follows its first message
+            message = await self._channel.send(
+                content, files=to_discord_files(files), allowed_mentions=none, **extra
+            )
+        elif self._payload["via"] == "message":
+            message = await self._asked().reply(
+                content, files=to_discord_files(files), allowed_mentions=none, **extra
+            )
+        else:  # to the person, in reply to the interaction's message where it still is
+            head = f"{self._mention} {content}" if content else self._mention
+            if self._status_id is not None:
+                extra["reference"] = self._channel.get_partial_message(
+                    self._status_id
+                ).to_reference(fail_if_not_exists=False)
+            message = await self._channel.send(
+                head, files=to_discord_files(files), allowed_mentions=self._users(), **extra
+            )
+        return message.id
+
+    async def tell_privately(self, text: str) -> None:
+        hook = await self._hook()
+        if hook is not None:
+            try:
+                await hook.send(text, ephemeral=True)
+                return
+            except discord.NotFound as exc:
+                await self._lost_webhook(exc)
+        if self._payload["via"] == "message":
+            await self._asked().reply(text, mention_author=False)
+        else:
+            await self._channel.send(f"{self._mention} {text}", allowed_mentions=self._users())

@@ -1,0 +1,216 @@
+"""The planning stage, run on a dataset's requests and recorded answer by answer.
+
+Each request goes through what :meth:`core.agent.Agent._plan` does, with the
+same functions: the prompt of :func:`~core.planning.build_planning_messages`
+(the demonstrations most like the request, only the offered tasks), the
+structured-output schema, :func:`~core.planning.parse_plan` and
+:func:`~core.planning.check_plan`, and one re-ask with the error
+(:func:`~core.planning.reask_messages`) when the answer is refused, all
+within one stage deadline of the configured :class:`~core.llm.LLM`.  Here
+every answer is kept, with what was wrong with it, so the report can say how
+often the first answer parsed, how often a re-ask was needed, which tasks
+were invented and which links feed the wrong kind of input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from core.errors import PlanError, RunFailed
+from core.evaluation.datasets import EvalItem
+from core.evaluation.graphs import inconsistent_links, invented_tasks, plan_shape
+from core.llm import LLM
+from core.planning import (
+    PlannedTask,
+    build_planning_messages,
+    check_plan,
+    names_tasks,
+    parse_plan,
+    plan_schema,
+    reask_messages,
+)
+from core.types import Usage
+
+log = logging.getLogger(__name__)
+
+EMPTIED = "Asked to correct its plan, the language model answered with no task at all."
+ABORT_AFTER = 3  # the first this many requests all failing on the LLM: stop
+
+
+@dataclass(frozen=True, slots=True)
+class PlanningOptions:
+    """What the planner is given: the tasks offered, the plan and answer caps."""
+
+    runnable: tuple[str, ...]
+    max_tasks: int = 10
+    max_tokens: int | None = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One answer of the LLM and what the planner made of it."""
+
+    answer: str
+    plan: tuple[PlannedTask, ...] | None  # None: it did not parse
+    error: str | None  # None: a valid plan
+    invented: tuple[str, ...] = ()
+    inconsistent: tuple[str, ...] = ()
+
+    @property
+    def parsed(self) -> bool:
+        return self.plan is not None
+
+
+@dataclass(slots=True)
+class RequestResult:
+    item: EvalItem
+    attempts: list[Attempt] = field(default_factory=list)
+    llm_error: str | None = None  # the LLM call failed (no answer to judge)
+    latency: float = 0.0  # seconds for the whole stage, re-ask included
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def parsed(self) -> bool:
+        """The first answer parsed as a plan."""
+        return bool(self.attempts) and self.attempts[0].parsed
+
+    @property
+    def plan(self) -> tuple[PlannedTask, ...] | None:
+        """The plan the bot would run (the last answer, when valid)."""
+        if self.llm_error is None and self.attempts and self.attempts[-1].error is None:
+            return self.attempts[-1].plan
+        return None
+
+    @property
+    def valid(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def reasked(self) -> bool:
+        return len(self.attempts) > 1
+
+    @property
+    def invented(self) -> tuple[str, ...]:
+        return tuple(name for a in self.attempts for name in a.invented)
+
+    @property
+    def inconsistent(self) -> tuple[str, ...]:
+        return tuple(link for a in self.attempts for link in a.inconsistent)
+
+    @property
+    def scored_plan(self) -> tuple[PlannedTask, ...]:
+        """What the gold metrics compare: the valid plan, else the last answer
+        that parsed, else no task at all."""
+        for a in reversed(self.attempts):
+            if a.plan is not None:
+                return a.plan
+        return ()
+
+    @property
+    def shape(self) -> str:
+        """The gold's shape, else the shape of the plan scored (``none``: no task)."""
+        return self.item.shape if self.item.shape is not None else plan_shape(self.scored_plan)
+
+
+def judge(answer: str, handles: dict[str, str], options: PlanningOptions) -> Attempt:
+    """Parse and check one answer as the agent does; never raises."""
+    invented = tuple(invented_tasks(answer))
+    try:
+        plan = parse_plan(answer)
+    except PlanError as e:
+        return Attempt(answer, None, str(e), invented)
+    inconsistent = tuple(inconsistent_links(plan))
+    try:
+        check_plan(plan, handles=handles, runnable=options.runnable, max_tasks=options.max_tasks)
+    except PlanError as e:
+        return Attempt(answer, tuple(plan), str(e), invented, inconsistent)
+    return Attempt(answer, tuple(plan), None, invented, inconsistent)
+
+
+async def plan_request(
+    llm: LLM,
+    item: EvalItem,
+    options: PlanningOptions,
+    clock: Callable[[], float] = time.perf_counter,
+) -> RequestResult:
+    """Plan one request as the agent would (one re-ask), recording each answer."""
+    result = RequestResult(item)
+    handles = dict(item.files)
+    runnable = list(options.runnable)
+    messages = build_planning_messages(
+        request_text=item.request, chat_log=(), files=sorted(handles.items()), runnable=runnable
+    )
+    schema = plan_schema(runnable)
+    cap = options.max_tokens
+    started = clock()
+    try:
+        with llm.stage():
+            raw = await llm.complete(messages, usage=result.usage, max_tokens=cap, schema=schema)
+            first = judge(raw, handles, options)
+            result.attempts.append(first)
+            if first.error is not None:
+                # As the agent: a rejected plan with tasks (or files to work on) needs models.
+                had_tasks = bool(first.plan) or names_tasks(raw)
+                again = reask_messages(
+                    messages, raw, first.error, empty_is_wrong=had_tasks or bool(handles)
+                )
+                raw2 = await llm.complete(again, usage=result.usage, max_tokens=cap, schema=schema)
+                second = judge(raw2, handles, options)
+                if second.error is None and not second.plan and had_tasks:
+                    second = Attempt(raw2, second.plan, EMPTIED, second.invented)
+                result.attempts.append(second)
+    except RunFailed as e:
+        result.llm_error = str(e)
+        log.info("eval %s: the language model failed: %s", item.id, e)
+    result.latency = clock() - started
+    return result
+
+
+async def run_eval(
+    llm: LLM,
+    items: Sequence[EvalItem],
+    options: PlanningOptions,
+    *,
+    concurrency: int = 4,
+    on_result: Callable[[RequestResult], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[RequestResult]:
+    """Plan every request, ``concurrency`` at a time; results in dataset order.
+
+    Raises :class:`RunFailed` when the first :data:`ABORT_AFTER` requests to
+    finish all failed on the LLM itself (a wrong address or key, a model the
+    server does not serve): the rest would fail the same way.
+    """
+    results: list[RequestResult | None] = [None] * len(items)
+    queue = iter(enumerate(items))
+    finished: list[RequestResult] = []
+    abort: list[RunFailed] = []
+
+    async def worker() -> None:
+        for i, item in queue:
+            if abort:
+                return
+            result = await plan_request(llm, item, options, clock)
+            results[i] = result
+            finished.append(result)
+            if on_result is not None:
+                on_result(result)
+            first = finished[:ABORT_AFTER]
+            if len(first) == ABORT_AFTER and all(r.llm_error for r in first) and not abort:
+                abort.append(
+                    RunFailed(
+                        f"the language model failed on the first {ABORT_AFTER} requests, "
+                        f"stopping: {first[-1].llm_error}"
+                    )
+                )
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(max(1, min(concurrency, len(items)))):
+            group.create_task(worker())
+    if abort:
+        raise abort[0]
+    return [r for r in results if r is not None]
