@@ -36,7 +36,16 @@ if str(ROOT) not in sys.path:
 from bot.app import open_agent  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from core.catalog import Catalog  # noqa: E402
-from core.types import AgentAPI, Attachment, ConversationKey, Reply, Request  # noqa: E402
+from core.types import (  # noqa: E402
+    AgentAPI,
+    AnswerDelta,
+    Attachment,
+    ConversationKey,
+    Reply,
+    Request,
+    Stage,
+    StageStarted,
+)
 
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 MODEL_LATENCY = 0.2  # seconds per model call (measurements 1 and 2)
@@ -329,6 +338,8 @@ class Run:
     error: str | None = None
     llm_since: int = 0
     hf_since: int = 0
+    # seconds from the answer stage's start to its first streamed words (None: none came)
+    first_words: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -367,13 +378,23 @@ def request(key: ConversationKey, user: str, shape: Shape, text: str | None = No
 
 async def timed(agent: AgentAPI, req: Request, within: float = 60.0) -> Run:
     t0 = time.perf_counter()
+    answering: float | None = None
+    first: float | None = None
+
+    async def watch(event: object) -> None:
+        nonlocal answering, first
+        if isinstance(event, StageStarted) and event.stage is Stage.ANSWERING:
+            answering = time.perf_counter()
+        elif isinstance(event, AnswerDelta) and first is None and answering is not None:
+            first = time.perf_counter() - answering
+
     try:
-        reply = await asyncio.wait_for(agent.handle(req), within)
+        reply = await asyncio.wait_for(agent.handle(req, watch), within)
     except TimeoutError:
         return Run(None, time.perf_counter() - t0, f"no reply within {within:g} s")
     except Exception as e:  # an escape is a defect; count it, don't stop the run
         return Run(None, time.perf_counter() - t0, f"raised {type(e).__name__}: {e}")
-    return Run(reply, time.perf_counter() - t0)
+    return Run(reply, time.perf_counter() - t0, first_words=first)
 
 
 def makespan(reply: Reply) -> float | None:

@@ -32,10 +32,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError, StatementError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 from sqlalchemy.pool import QueuePool
 
-from core.errors import StoreUnavailable
+from core.errors import StoreRejected, StoreUnavailable
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -220,6 +225,8 @@ class Database:
             **pool_args,
         )
         self._gate = asyncio.Semaphore(pool_size)  # FIFO since Python 3.11.1
+        # SQLite has one writer at a time: this process's writers queue here.
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_on_connect)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
@@ -240,6 +247,31 @@ class Database:
             yield
         finally:
             self._gate.release()
+
+    @asynccontextmanager
+    async def transaction(self, action: str, *, write: bool = False) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction (after waiting in line for a
+        connection, and on SQLite for this process's turn to write), rolled
+        back on any error.  A refused value comes out as StoreRejected, any
+        other database failure as StoreUnavailable (``action`` says what was
+        being done); both chain the driver's error."""
+        lock = self._write_lock if write else None
+        try:
+            if lock is not None:
+                await lock.acquire()
+            async with self.slot(), self.sessions() as session, session.begin():
+                yield session
+        except (*DB_ERRORS, *VALUE_ERRORS) as exc:
+            if refused_value(exc):
+                raise StoreRejected(
+                    f"the database refused a value when asked to {action}: {describe_db_error(exc)}"
+                ) from exc
+            raise StoreUnavailable(
+                f"the store could not {action} ({self.safe_url}): {describe_db_error(exc)}"
+            ) from exc
+        finally:
+            if lock is not None:
+                lock.release()
 
     async def upgrade(self, revision: str = "heads") -> None:
         """Bring the schema to ``revision`` (idempotent); StoreUnavailable if

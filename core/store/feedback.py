@@ -9,16 +9,14 @@ The Slack adapter stores its 👍/👎 clicks here (structurally its
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.errors import InputRejected, StoreRejected, StoreUnavailable
-from core.store.db import DB_ERRORS, VALUE_ERRORS, Database, describe_db_error, refused_value
+from core.errors import InputRejected
+from core.store.db import Database
 from core.store.models import Feedback, utcnow
 from core.store.repo import fit
 from core.types import ConversationKey
@@ -30,28 +28,11 @@ F = Feedback
 class FeedbackStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-        # SQLite has one writer at a time: queue this process's writers here.
-        self._write_lock = asyncio.Lock() if db.dialect == "sqlite" else None
 
-    @asynccontextmanager
-    async def _session(self, action: str, *, write: bool = False) -> AsyncIterator[AsyncSession]:
-        lock = self._write_lock if write else None
-        try:
-            if lock is not None:
-                await lock.acquire()
-            async with self.db.slot(), self.db.sessions() as session, session.begin():
-                yield session
-        except (*DB_ERRORS, *VALUE_ERRORS) as exc:
-            if refused_value(exc):
-                raise StoreRejected(
-                    f"the database refused a value when asked to {action}: {describe_db_error(exc)}"
-                ) from exc
-            raise StoreUnavailable(
-                f"the store could not {action} ({self.db.safe_url}): {describe_db_error(exc)}"
-            ) from exc
-        finally:
-            if lock is not None:
-                lock.release()
+    def _session(
+        self, action: str, *, write: bool = False
+    ) -> AbstractAsyncContextManager[AsyncSession]:
+        return self.db.transaction(action, write=write)
 
     async def record_feedback(
         self, conversation: ConversationKey, request_id: str, user_id: str, rating: str

@@ -35,7 +35,6 @@ runs) without those rows — a turn is never lost to a refused value.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import json
@@ -43,8 +42,8 @@ import logging
 import math
 import operator
 import time
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,13 +53,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.errors import StoreConflict, StoreRejected, StoreUnavailable
+from core.errors import StoreConflict, StoreRejected
 from core.store.db import (
     DB_ERRORS,
-    VALUE_ERRORS,
     Database,
     describe_db_error,
-    refused_value,
     unique_violation,
 )
 from core.store.jobs import JobFence, JobStore, mark_saved
@@ -313,7 +310,6 @@ class Repo:
         self._last_prune = float("-inf")
         # SQLite has one writer at a time: queue this process's writers here
         # instead of letting them spin on the file lock (busy_timeout).
-        self._write_lock = asyncio.Lock() if db.dialect == "sqlite" else None
         # storage path -> absolute path (content-addressed: a stored file's
         # path never changes; reading it checks the path again)
         self._paths: dict[str, Path] = {}
@@ -336,29 +332,10 @@ class Repo:
 
     # --- plumbing -------------------------------------------------------
 
-    @asynccontextmanager
-    async def _session(self, action: str, *, write: bool = False) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction (after waiting in line for a
-        connection), rolled back on any error.  A refused value comes out as
-        StoreRejected, any other database failure as StoreUnavailable; both
-        chain the driver's error."""
-        lock = self._write_lock if write else None
-        try:
-            if lock is not None:
-                await lock.acquire()
-            async with self.db.slot(), self.db.sessions() as session, session.begin():
-                yield session
-        except (*DB_ERRORS, *VALUE_ERRORS) as exc:
-            if refused_value(exc):
-                raise StoreRejected(
-                    f"the database refused a value when asked to {action}: {describe_db_error(exc)}"
-                ) from exc
-            raise StoreUnavailable(
-                f"the store could not {action} ({self.db.safe_url}): {describe_db_error(exc)}"
-            ) from exc
-        finally:
-            if lock is not None:
-                lock.release()
+    def _session(
+        self, action: str, *, write: bool = False
+    ) -> AbstractAsyncContextManager[AsyncSession]:
+        return self.db.transaction(action, write=write)
 
     def _insert(self, table: Any) -> Any:
         dialect = postgresql if self.db.dialect == "postgresql" else sqlite

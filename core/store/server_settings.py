@@ -9,9 +9,8 @@ keys at once both keep their change.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,8 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.errors import StoreRejected, StoreUnavailable
-from core.store.db import DB_ERRORS, VALUE_ERRORS, Database, describe_db_error, refused_value
+from core.store.db import Database
 from core.store.models import ServerSettingsRow, utcnow
 from core.store.repo import clean_json, fit
 
@@ -44,27 +42,11 @@ def _key(platform: str, server: str) -> tuple[str, str]:
 class ServerSettingsStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._write_lock = asyncio.Lock() if db.dialect == "sqlite" else None
 
-    @asynccontextmanager
-    async def _session(self, action: str, *, write: bool = False) -> AsyncIterator[AsyncSession]:
-        lock = self._write_lock if write else None
-        try:
-            if lock is not None:
-                await lock.acquire()
-            async with self.db.slot(), self.db.sessions() as session, session.begin():
-                yield session
-        except (*DB_ERRORS, *VALUE_ERRORS) as exc:
-            if refused_value(exc):
-                raise StoreRejected(
-                    f"the database refused a value when asked to {action}: {describe_db_error(exc)}"
-                ) from exc
-            raise StoreUnavailable(
-                f"the store could not {action} ({self.db.safe_url}): {describe_db_error(exc)}"
-            ) from exc
-        finally:
-            if lock is not None:
-                lock.release()
+    def _session(
+        self, action: str, *, write: bool = False
+    ) -> AbstractAsyncContextManager[AsyncSession]:
+        return self.db.transaction(action, write=write)
 
     async def load(self, platform: str, server: str) -> StoredSettings | None:
         platform, server = _key(platform, server)
