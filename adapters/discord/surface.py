@@ -11,7 +11,11 @@ status message (the interaction's own, which the bot may edit as its
 author) is edited through the channel and the answer is a channel message
 that replies to it and mentions the person.  A mention is answered with
 replies to the person's message.  The status message is remembered on the
-job, so a resumed job edits the one its last process left.
+job, so a resumed job edits the one its last process left; so is each
+message of the answer the moment Discord has it (``status_ref["answer"]``,
+their ids), so a job resumed after its process died mid-answer (or after
+the answer, before the job was done) posts only the rest, never an answer
+twice.
 
 The last message of an answer carries the buttons (:mod:`adapters.discord.buttons`):
 run again, details, delete.
@@ -56,6 +60,12 @@ def to_discord_files(files: Sequence[OutFile]) -> list[discord.File]:
     return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
 
 
+def _answer_ids(ref: dict[str, Any]) -> list[MessageId]:
+    """The answer's messages an earlier attempt of the job posted."""
+    ids = ref.get("answer")
+    return [int(i) for i in ids] if isinstance(ids, list) else []
+
+
 class DiscordSurface:
     """See the module docstring."""
 
@@ -82,7 +92,8 @@ class DiscordSurface:
                 {"id": int(p["app_id"]), "type": 3, "token": p["token"]},
                 state=bot._connection,
             )
-        self._sent: list[MessageId] = []  # the answer's messages so far
+        # the answer's messages so far (an earlier attempt's, on a resumed job)
+        self._sent: list[MessageId] = _answer_ids(ref)
 
     @property
     def limits(self) -> Limits:
@@ -126,7 +137,8 @@ class DiscordSurface:
         self._webhook = None
         if not keep_status:
             self._status_id = None
-        ref: dict[str, object] = {"channel": True}
+        ref = {k: v for k, v in (self._job.status_ref or {}).items() if k != "message_id"}
+        ref["channel"] = True  # the answer's messages so far stay recorded
         if self._status_id is not None:
             ref["message_id"] = self._status_id
         await self._job.set_status_ref(ref)
@@ -177,12 +189,27 @@ class DiscordSurface:
 
         agent, rid = self._bot.agent, self._job.request_id
         messages = await answer_messages(agent, RENDERER, text, files, self.limits, rid)
+        # Each message is recorded on the job as soon as Discord has it: a job
+        # resumed after its process died mid-answer posts only the rest.
+        done = len(self._sent)
         for i, message in enumerate(messages):
+            if i < done:
+                continue
             view = None
             if i == len(messages) - 1:
                 earlier = [self._status_id] if self._status_id is not None else []
                 view = answer_view(rid, self._user, [*earlier, *self._sent])
             self._sent.append(await self._send(message.text, message.files, view))
+            await self._job.set_status_ref(
+                {**(self._job.status_ref or {}), "answer": list(self._sent)}
+            )
+        if done:
+            log.info(
+                "discord request %s: %d of %d answer messages were posted before a restart",
+                rid,
+                min(done, len(messages)),
+                len(messages),
+            )
 
     async def _send(
         self, content: str | None, files: Sequence[OutFile], view: discord.ui.View | None

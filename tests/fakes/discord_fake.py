@@ -7,7 +7,9 @@ answers what a bot needs: login (``GET /users/@me``,
 ``?with_response=1`` shape), webhook follow-ups and edits, channel messages,
 typing, and command syncs.  Every request is recorded as a
 :class:`DiscordCall` with its JSON body and multipart files, and tests wait
-for calls with :meth:`FakeDiscord.wait_for` (no sleeps).
+for calls with :meth:`FakeDiscord.wait_for` (no sleeps).  :meth:`FakeDiscord.hold`
+keeps a call unanswered until the test lets it go (a process "killed" with a
+call in the air: the call never got through).
 
 It also plays the gateway (``fake.gateway``, a
 :class:`~tests.fakes.discord_gateway.FakeGateway`): ``GET /gateway/bot`` names
@@ -100,6 +102,15 @@ class DiscordCall:
 
 
 @dataclass
+class _Hold:
+    method: str
+    pattern: re.Pattern[str]
+    where: Callable[[DiscordCall], bool] | None
+    times: int
+    released: asyncio.Event
+
+
+@dataclass
 class _Failure:
     method: str
     pattern: re.Pattern[str]
@@ -136,6 +147,8 @@ class FakeDiscord:
         self._ids = itertools.count(1)
         self._cond = asyncio.Condition()
         self._failures: list[_Failure] = []
+        self._holds: list[_Hold] = []
+        self.held: list[DiscordCall] = []  # calls a hold keeps waiting now
         self._token_channels: dict[str, str] = {}
         self.messages: dict[str, dict[str, Any]] = {}  # what the bot posted, as it is now
         self._originals: dict[str, str] = {}  # interaction token -> its response's message id
@@ -186,6 +199,21 @@ class FakeDiscord:
     def fail(self, method: str, pattern: str, status: int, code: int = 0, times: int = 1) -> None:
         """Answer the next ``times`` matching calls with a Discord error."""
         self._failures.append(_Failure(method, re.compile(pattern), status, code, times))
+
+    def hold(
+        self,
+        method: str,
+        pattern: str,
+        where: Callable[[DiscordCall], bool] | None = None,
+        times: int = 1,
+    ) -> asyncio.Event:
+        """Leave the next ``times`` matching calls (``where`` their call, if
+        given) unanswered and unrecorded until the returned event is set; a
+        call whose caller has gone by then (a killed process) is dropped, as
+        one that never got through.  ``fake.held`` has the calls waiting."""
+        held = _Hold(method, re.compile(pattern), where, times, asyncio.Event())
+        self._holds.append(held)
+        return held.released
 
     def callbacks(self, interaction_id: int | str) -> list[DiscordCall]:
         return self.find("POST", rf"^/interactions/{interaction_id}/[^/]+/callback$")
@@ -545,7 +573,7 @@ class FakeDiscord:
 
     # -- server side -----------------------------------------------------
 
-    async def _record(self, request: web.Request) -> DiscordCall:
+    async def _read(self, request: web.Request) -> DiscordCall:
         body: Any | None = None
         files: list[FilePart] = []
         if request.content_type.startswith("multipart/"):
@@ -566,11 +594,34 @@ class FakeDiscord:
             raw = await request.read()
             body = json.loads(raw) if raw else None
         path = request.path.removeprefix(API)
-        call = DiscordCall(request.method, path, dict(request.query), body, files, time.monotonic())
+        return DiscordCall(request.method, path, dict(request.query), body, files, time.monotonic())
+
+    async def _record(self, call: DiscordCall) -> None:
+        call.at = time.monotonic()
         async with self._cond:
             self.calls.append(call)
             self._cond.notify_all()
-        return call
+
+    async def _held(self, call: DiscordCall, request: web.Request) -> bool:
+        """Wait out a :meth:`hold` on ``call``; False if its caller has gone."""
+        for held in self._holds:
+            if (
+                held.method == call.method
+                and held.pattern.search(call.path)
+                and (held.where is None or held.where(call))
+            ):
+                held.times -= 1
+                if held.times <= 0:
+                    self._holds.remove(held)
+                async with self._cond:
+                    self.held.append(call)
+                    self._cond.notify_all()
+                try:
+                    await held.released.wait()
+                finally:
+                    self.held.remove(call)
+                return request.transport is not None  # None: the connection is closed
+        return True
 
     def _take_failure(self, call: DiscordCall) -> _Failure | None:
         for failure in self._failures:
@@ -582,7 +633,10 @@ class FakeDiscord:
         return None
 
     async def handle_api(self, request: web.Request) -> web.StreamResponse:
-        call = await self._record(request)
+        call = await self._read(request)
+        if not await self._held(call, request):
+            return web.Response(status=499)  # nobody to answer: not recorded, not done
+        await self._record(call)
         failure = self._take_failure(call)
         if failure is not None:
             return _json({"message": "simulated failure", "code": failure.code}, failure.status)
