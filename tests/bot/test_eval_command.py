@@ -12,34 +12,15 @@ is computed by hand in the comments.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from core.tasks import TASKS
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.openai_fake import FakeLLM
-from tests.fakes.process_env import clean_env, fake_env
-
-
-async def run_bot(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    """``python -m bot ARGS`` to its end (a generous bound: it must not hang)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError("the command did not stop") from None
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from tests.fakes.process_env import clean_env, fake_env, run_bot
 
 
 def task(name: str, id: int, dep: list[int], **args: str) -> dict[str, Any]:

@@ -8,9 +8,7 @@ bot/__main__.py) and no traceback; nothing retries forever.
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,26 +18,10 @@ from tests.fakes.discord_fake import FakeDiscord
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.loopback import free_port
 from tests.fakes.openai_fake import FakeLLM
+from tests.fakes.process_env import run_bot
 from tests.fakes.slack_fake import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 
 APP_TOKEN = "xapp-test-token"
-
-
-async def run_bot(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    """``python -m bot ARGS`` to its end (a generous bound: it must not hang)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError("the bot did not stop") from None
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def one_error_line(err: str, *names: str) -> str:

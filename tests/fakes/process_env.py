@@ -3,7 +3,9 @@ loopback fakes: one place for every test that runs the bot as a process."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,3 +47,23 @@ def fake_env(
     )
     env.update(extra)
     return env
+
+
+async def run_bot(
+    *args: str, env: dict[str, str], cwd: Path, within: float = 60.0
+) -> tuple[int, str, str]:
+    """``python -m bot ARGS`` to its end: exit code, stdout, stderr (it must
+    stop within ``within`` seconds, a generous bound: it must not hang)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args,
+        env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), within)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"python -m bot {args[0] if args else ''} did not stop") from None
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
