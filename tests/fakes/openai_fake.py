@@ -176,6 +176,11 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.events: list[tuple[float, str]] = []
         self.delay: float = 0.0
+        # Set: chat requests wait for it (``in_flight`` counts them), so a test
+        # can see requests served side by side without timing them.
+        self.gate: asyncio.Event | None = None
+        self.in_flight = 0
+        self.in_flight_changed = asyncio.Condition()
         self.models: list[str] = ["fake-model"]
         # A server that answers 400 to any request carrying response_format.
         self.reject_response_format = False
@@ -441,6 +446,14 @@ class FakeLLM:
         self.requests.append(body)
         self.events.append((time.monotonic(), stage))
         self.auth.append(request.headers.get("Authorization", ""))
+        if self.gate is not None:
+            async with self.in_flight_changed:
+                self.in_flight += 1
+                self.in_flight_changed.notify_all()
+            try:
+                await self.gate.wait()
+            finally:
+                self.in_flight -= 1
         if self.delay:
             # Sleep, but wake early when the fake stops so teardown is quick.
             with contextlib.suppress(TimeoutError):
