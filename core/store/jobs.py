@@ -331,24 +331,6 @@ class JobStore:
 
     # --- claiming ----------------------------------------------------------
 
-    async def claimable(
-        self,
-        *,
-        owner: str,
-        kinds: Iterable[str],
-        now: datetime,
-        limit: int,
-        asked: Sequence[int] | None = None,
-        hold_before: datetime | None = None,
-    ) -> list[int]:
-        """Ids of jobs ``owner`` could claim now, oldest first (a read; no lock)."""
-        kinds = list(kinds)
-        if not kinds or limit <= 0:
-            return []
-        async with self._session("look for work") as s:
-            query = self._candidates(owner, kinds, now, limit, asked, hold_before)
-            return list((await s.scalars(query)).all())
-
     def _candidates(
         self,
         owner: str,
