@@ -22,8 +22,8 @@ import json
 import mimetypes
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,15 +53,35 @@ def conversation_key(name: str) -> ConversationKey:
     return ConversationKey("cli", "local", name, None)
 
 
-def read_attachment(path: str, max_bytes: int) -> Attachment:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputRejected(f"{path}: no such file")
-    size = p.stat().st_size
+@dataclass(frozen=True, slots=True)
+class NamedFile:
+    """A file the person named, as their own terminal read it (the CLI
+    worker gets files this way: it never reads a path it is sent): its
+    bytes, or only its size when that is over the limit, or neither when
+    it is not a file."""
+
+    path: str
+    size: int | None = None
+    data: bytes | None = None
+
+
+def read_attachment(path: str | NamedFile, max_bytes: int) -> Attachment:
+    named = path if isinstance(path, NamedFile) else None
+    shown = named.path if named is not None else str(path)
+    p = Path(shown).expanduser()
+    if named is None:
+        size = p.stat().st_size if p.is_file() else None
+    else:
+        size = len(named.data) if named.data is not None else named.size
+    if size is None:
+        raise InputRejected(f"{shown}: no such file")
     if size > max_bytes:
         raise InputRejected(f"{p.name} is {human_size(size)}; the limit is {human_size(max_bytes)}")
+    data = p.read_bytes() if named is None else named.data
+    if data is None:  # a size under the limit came without its bytes
+        raise InputRejected(f"{shown}: no such file")
     mime = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
-    return Attachment(p.name, mime, p.read_bytes())
+    return Attachment(p.name, mime, data)
 
 
 class TerminalSurface:
@@ -169,15 +189,19 @@ async def ask(
     agent: AgentAPI,
     text: str,
     *,
-    files: list[str],
+    files: Sequence[str | NamedFile],
     conversation: str,
     as_json: bool,
     max_bytes: int,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
+    user: str | None = None,
+    terminal: Terminal | None = None,
 ) -> int:
     """Run one request; returns the process exit code (1 when it failed, also
-    when the answer is the fallback built without the LLM)."""
+    when the answer is the fallback built without the LLM).  ``user``: who
+    asks (this process's user); ``terminal``: the runner to share, where one
+    process answers several terminals (the CLI worker)."""
     try:
         attachments = tuple(read_attachment(f, max_bytes) for f in files)
     except InputRejected as e:
@@ -185,10 +209,10 @@ async def ask(
         return 2
     # The person at the terminal runs the bot: the operator, exempt from quotas.
     request = Request(
-        conversation_key(conversation), getpass.getuser(), text, attachments, is_admin=True
+        conversation_key(conversation), user or getpass.getuser(), text, attachments, is_admin=True
     )
     surface = TerminalSurface(None, err) if as_json else StreamingTerminal(out, err)
-    terminal = Terminal(agent)
+    terminal = terminal or Terminal(agent)
     reply = await terminal.answer(request, surface)
     if reply is None:  # the status said why, unless this process stopped first
         if terminal.stopped:
@@ -217,6 +241,7 @@ class Terminal:
             request.conversation,
             {"user": request.user_id, "text": request.text},
             request_id=request.request_id,
+            upload_bytes=sum(len(a.data) for a in request.attachments),
         )
         self._mine[accepted.job.id] = (request, surface)
         try:
@@ -334,6 +359,7 @@ class Chat:
     out: TextIO
     err: TextIO
     pending: list[Attachment]
+    read_file: Callable[[str, int], Attachment] = field(default=read_attachment)
 
     async def command(self, line: str) -> bool:
         """Handle a line starting with ``/``; False when the chat should end."""
@@ -349,7 +375,7 @@ class Chat:
             print(f"forgot {n} messages", file=self.err)
         elif name == "/file" and arg:
             try:
-                self.pending.append(read_attachment(arg, self.max_bytes))
+                self.pending.append(self.read_file(arg, self.max_bytes))
                 print(f"attached {self.pending[-1].name}", file=self.err)
             except InputRejected as e:
                 print(f"error: {e}", file=self.err)
@@ -365,18 +391,23 @@ async def chat(
     *,
     conversation: str,
     max_bytes: int,
-    prompt: Prompt | None = None,
+    prompt: Callable[[str], Awaitable[str]] | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
+    user: str | None = None,
+    terminal: Terminal | None = None,
+    read_file: Callable[[str, int], Attachment] = read_attachment,
 ) -> int:
     """An interactive loop on one conversation (``/help`` lists its commands).
 
     Ctrl-D (end of input) or ``/quit`` leaves (0); Ctrl-C stops at once, also
-    at the prompt (the caller exits 130)."""
+    at the prompt (the caller exits 130).  ``user``, ``terminal``: as for
+    :func:`ask`; ``read_file``: how ``/file PATH`` gets the file."""
     print(f"Chatting in conversation '{conversation}'. /help lists the commands.", file=err)
-    state = Chat(agent, conversation_key(conversation), max_bytes, out, err, [])
+    state = Chat(agent, conversation_key(conversation), max_bytes, out, err, [], read_file)
     prompt = prompt or Prompt(out=out)
-    terminal = Terminal(agent)
+    terminal = terminal or Terminal(agent)
+    user = user or getpass.getuser()
     while True:
         try:
             line = (await prompt("you> ")).strip()
@@ -393,6 +424,6 @@ async def chat(
                 return 0
             continue
         text = line[1:] if line.startswith("//") else line
-        request = Request(state.key, getpass.getuser(), text, tuple(state.pending), is_admin=True)
+        request = Request(state.key, user, text, tuple(state.pending), is_admin=True)
         state.pending = []
         await terminal.answer(request, StreamingTerminal(out, err))

@@ -1,7 +1,8 @@
 """Peak memory of a ``run slack`` process under a burst of large uploads.
 
     python -m benchmarks.memory_admission [--requests 20] [--files 3] [--mb 20]
-                                          [--inflight 8,20] [--json out.json]
+                                          [--inflight default] [--upload-mb default,0]
+                                          [--json out.json]
 
 The issue measured 20 concurrent requests, each with 3 × 20 MB files, taking
 the process from 123 MB to 1.6 GB: nothing queued.  This sends the same burst
@@ -14,8 +15,12 @@ from ``/proc``: at rest before the burst (``VmRSS``) and its peak
 (``VmHWM``).  Each request is planned as an image classification of its
 first photo, so every one downloads, decodes, stores and sends on its files.
 
-Run once per ``--inflight`` value (``MAX_INFLIGHT_REQUESTS``; 8 is the
-default, 20 lets the whole burst run at once, as before admission control).
+Admission: at most ``MAX_INFLIGHT_REQUESTS`` requests run at once, holding
+at most ``MAX_INFLIGHT_UPLOAD_MB`` of uploads between them (the sizes Slack
+declares for the files; 0: no byte budget, only the count).  Run once per
+pair of ``--inflight`` and ``--upload-mb`` values; ``default`` leaves the
+setting to the bot's own default.  ``--upload-mb default,0`` compares the
+byte budget with the count alone (64 by default: the whole burst at once).
 Everything is on 127.0.0.1.
 """
 
@@ -40,6 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.chaos import TallySlack, _free_port  # noqa: E402
+from bot.settings import Settings  # noqa: E402
 from tests.fakes.agent_fixture import write_test_catalog  # noqa: E402
 from tests.fakes.process_env import clean_env  # noqa: E402
 from tests.fakes.slack_fake import (  # noqa: E402
@@ -79,8 +85,26 @@ async def control(http: aiohttp.ClientSession, url: str, path: str, body: dict[s
         response.raise_for_status()
 
 
+def default_of(name: str) -> Any:
+    return Settings.model_fields[name].default
+
+
+def admission_env(inflight: int | None, upload_mb: float | None) -> dict[str, str]:
+    """The admission settings of one run (None: the bot's default)."""
+    env = {}
+    if inflight is not None:
+        env["MAX_INFLIGHT_REQUESTS"] = str(inflight)
+    if upload_mb is not None:
+        env["MAX_INFLIGHT_UPLOAD_MB"] = f"{upload_mb:g}"
+    return env
+
+
 async def one_run(
-    args: argparse.Namespace, inflight: int, photos: list[bytes], fakes: dict[str, str]
+    args: argparse.Namespace,
+    inflight: int | None,
+    upload_mb: float | None,
+    photos: list[bytes],
+    fakes: dict[str, str],
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memory-") as tmp:
         work = Path(tmp)
@@ -88,23 +112,26 @@ async def one_run(
             assert isinstance(slack, TallySlack)
             shared = [slack.add_file(f"photo{i + 1}.png", data) for i, data in enumerate(photos)]
             port = _free_port()
-            env = clean_env(work) | {
-                "OPENAI_API_KEY": "sk-memory",
-                "OPENAI_BASE_URL": fakes["llm"],
-                "LLM_MODEL": "fake-model",
-                "HF_INFERENCE_URL": fakes["hf"],
-                "MODEL_CATALOG": str(write_test_catalog(work / "catalog.jsonl")),
-                "MODEL_SELECTION": "downloads",
-                "SLACK_BOT_TOKEN": BOT_TOKEN,
-                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "SLACK_HTTP_PORT": str(port),
-                "SLACK_API_URL": slack.base_url,
-                "MAX_INFLIGHT_REQUESTS": str(inflight),
-                "MAX_ATTACHMENT_BYTES": str(32 * 1024 * 1024),
-                "REQUESTS_PER_USER_PER_MINUTE": "0",
-                "REQUESTS_PER_SERVER_PER_MINUTE": "0",
-                "LOG_LEVEL": "WARNING",
-            }
+            env = (
+                clean_env(work)
+                | {
+                    "OPENAI_API_KEY": "sk-memory",
+                    "OPENAI_BASE_URL": fakes["llm"],
+                    "LLM_MODEL": "fake-model",
+                    "HF_INFERENCE_URL": fakes["hf"],
+                    "MODEL_CATALOG": str(write_test_catalog(work / "catalog.jsonl")),
+                    "MODEL_SELECTION": "downloads",
+                    "SLACK_BOT_TOKEN": BOT_TOKEN,
+                    "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                    "SLACK_HTTP_PORT": str(port),
+                    "SLACK_API_URL": slack.base_url,
+                    "MAX_ATTACHMENT_BYTES": str(32 * 1024 * 1024),
+                    "REQUESTS_PER_USER_PER_MINUTE": "0",
+                    "REQUESTS_PER_SERVER_PER_MINUTE": "0",
+                    "LOG_LEVEL": "WARNING",
+                }
+                | admission_env(inflight, upload_mb)
+            )
             log = work / "bot.log"
             with log.open("wb") as err:
                 proc = await asyncio.create_subprocess_exec(
@@ -145,7 +172,9 @@ async def one_run(
             queued = sum(1 for t in slack.texts() if "Queued" in t or "ahead of you" in t)
             tracebacks = log.read_text(errors="replace").count("Traceback")
     return {
-        "inflight": inflight,
+        "inflight": default_of("max_inflight_requests") if inflight is None else inflight,
+        "upload_mb": default_of("max_inflight_upload_mb") if upload_mb is None else upload_mb,
+        "defaults": inflight is None and upload_mb is None,
         "requests": args.requests,
         "rss_at_rest_mb": round(rest / 1024),
         "peak_rss_mb": round(max(mem["VmHWM"], peak_seen) / 1024),
@@ -202,7 +231,11 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             await control(
                 http, fakes["control"], "/llm/default", {"stage": "plan", "reply": json.dumps(plan)}
             )
-        return [await one_run(args, n, photos, fakes) for n in args.inflight]
+        return [
+            await one_run(args, n, mb, photos, fakes)
+            for n in args.inflight
+            for mb in args.upload_mb
+        ]
     finally:
         if fakes_proc.stdin is not None:
             fakes_proc.stdin.close()
@@ -217,27 +250,43 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--files", type=int, default=3, help="files per request")
     ap.add_argument("--mb", type=float, default=20.0, help="size of each file")
-    ap.add_argument("--inflight", default="8,20", help="MAX_INFLIGHT_REQUESTS values to run")
+    ap.add_argument(
+        "--inflight", default="default", help="MAX_INFLIGHT_REQUESTS values to run (or default)"
+    )
+    ap.add_argument(
+        "--upload-mb",
+        default="default",
+        help="MAX_INFLIGHT_UPLOAD_MB values to run (or default; 0: no byte budget)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="longest wait for the answers")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
-    args.inflight = [int(x) for x in str(args.inflight).split(",") if x.strip()]
+    args.inflight = _values(args.inflight, int)
+    args.upload_mb = _values(args.upload_mb, float)
     results = asyncio.run(main_async(args))
     print(
         f"\n{args.requests} concurrent Slack requests, each with {args.files} × "
         f"{args.mb:g} MB photos, one `run slack` process"
     )
     print(
-        f"  {'inflight cap':>12}  {'RSS at rest':>11}  {'peak RSS':>9}  answered  failed  seconds"
+        f"  {'inflight cap':>12}  {'upload budget':>13}  {'RSS at rest':>11}  {'peak RSS':>9}  "
+        "answered  failed  seconds"
     )
     for r in results:
+        budget = f"{r['upload_mb']:g} MB" if r["upload_mb"] else "none"
         print(
-            f"  {r['inflight']:>12}  {r['rss_at_rest_mb']:>8} MB  {r['peak_rss_mb']:>6} MB  "
-            f"{r['answered']:>8}  {r['failed']:>6}  {r['seconds']:>7}"
+            f"  {r['inflight']:>12}  {budget:>13}  {r['rss_at_rest_mb']:>8} MB  "
+            f"{r['peak_rss_mb']:>6} MB  {r['answered']:>8}  {r['failed']:>6}  {r['seconds']:>7}"
+            + ("  (the defaults)" if r["defaults"] else "")
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(r["answered"] + r["failed"] == r["requests"] for r in results) else 1
+
+
+def _values(text: str, kind: type[int] | type[float]) -> list[Any]:
+    """A comma list of numbers; ``default`` is None (the bot's own default)."""
+    return [None if x.strip() == "default" else kind(x) for x in text.split(",") if x.strip()]
 
 
 if __name__ == "__main__":

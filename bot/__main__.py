@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from core.errors import BotError, ConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
+    from bot.lifecycle import Lifecycle
     from bot.settings import Settings
 
 # Imports are where a command's time goes (openai, SQLAlchemy, the Hub client
@@ -54,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="an interactive chat in the terminal")
     chat.add_argument("--conversation", default="default", metavar="NAME")
 
+    sub.add_parser(
+        "serve",
+        help="keep the bot loaded so ask and chat start at once (docs/cli-worker.md)",
+        description="A resident worker: ask and chat run in it when it was started with "
+        "the same settings and code (CLI_SOCKET, CLI_WORKER_IDLE).",
+    )
+
     db = sub.add_parser("db", help="database commands")
     db.add_argument(
         "action",
@@ -81,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setup_logging(settings: Settings, command: str) -> None:
+def _setup_logging(settings: Settings, command: str, not_handed_over: str | None = None) -> None:
     quiet = command in ("ask", "chat", "models", "db", "doctor", "usage", "config")
     level = settings.log_level or ("WARNING" if quiet else "INFO")
     from core.telemetry.logs import configure_logging  # LOG_FORMAT: text, or JSON lines
@@ -89,6 +97,8 @@ def _setup_logging(settings: Settings, command: str) -> None:
     configure_logging(level, settings.log_format, sys.stderr)
     for noisy in ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not_handed_over:
+        log.debug("%s runs here, not in a CLI worker: %s", command, not_handed_over)
 
 
 async def _main(args: argparse.Namespace, settings: Settings) -> int:
@@ -105,6 +115,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     lifecycle = Lifecycle()
     handlers: dict[str, Callable[[argparse.Namespace, Settings], Awaitable[int]]] = {
         "run": lambda a, s: commands.run(a, s, lifecycle),
+        "serve": lambda a, s: _serve(s, lifecycle),
         "ask": commands.ask,
         "chat": commands.chat,
         "db": commands.db,
@@ -137,6 +148,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         raise first from None
 
 
+async def _serve(settings: Settings, lifecycle: Lifecycle) -> int:
+    from bot import worker
+
+    return await worker.serve(settings, lifecycle, failure)
+
+
 async def _eval(args: argparse.Namespace, settings: Settings) -> int:
     from bot import eval_command
 
@@ -165,7 +182,7 @@ def _first_bot_error(group: BaseExceptionGroup[BaseException]) -> BotError | Non
 
 
 # Commands that open the database.
-_USES_DATABASE = ("run", "ask", "chat", "db", "usage", "config")
+_USES_DATABASE = ("run", "serve", "ask", "chat", "db", "usage", "config")
 _DATABASE_EXAMPLES = "e.g. sqlite+aiosqlite:///./data/bot.db or postgresql+asyncpg://USER@HOST/DB"
 
 
@@ -210,21 +227,40 @@ def _settings_problem(e: Exception) -> str:
     )
 
 
+def failure(e: BotError) -> tuple[int, str]:
+    """The exit code and the one line for one of the project's own errors."""
+    if isinstance(e, ConfigError):
+        return 2, f"error: {_one_line(e)}"
+    if isinstance(e, StoreUnavailable):
+        return 1, f"error: {_one_line(e)}; check DATABASE_URL"
+    return 1, f"error: {_one_line(e)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    not_handed_over = None
+    if args.command in ("ask", "chat"):
+        # A running `python -m bot serve` with these settings and this code runs
+        # it at once (bot.worker_client loads nothing heavy); else it runs here.
+        from bot import worker_client
+
+        handed = worker_client.hand_over(args)
+        if isinstance(handed, int):
+            return handed
+        not_handed_over = handed
     # Starting a command builds a few hundred thousand long-lived objects (the
     # SDKs' pydantic models, SQLAlchemy's tables): no cyclic-GC passes over
     # them while importing (about a tenth of the start-up); _main freezes them.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _command(args)
+        return _command(args, not_handed_over)
     finally:
         if enabled:
             gc.enable()
 
 
-def _command(args: argparse.Namespace) -> int:
+def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> int:
     import asyncio
 
     from bot.settings import get_settings
@@ -234,20 +270,15 @@ def _command(args: argparse.Namespace) -> int:
     except Exception as e:  # pydantic ValidationError: name the bad variable
         print(f"error: invalid configuration: {_settings_problem(e)}", file=sys.stderr)
         return 2
-    _setup_logging(settings, args.command)
+    _setup_logging(settings, args.command, not_handed_over)
     try:
         if args.command in _USES_DATABASE:
             _check_database_url(settings.database_url)
         return asyncio.run(_main(args, settings))
-    except ConfigError as e:
-        print(f"error: {_one_line(e)}", file=sys.stderr)
-        return 2
-    except StoreUnavailable as e:
-        print(f"error: {_one_line(e)}; check DATABASE_URL", file=sys.stderr)
-        return 1
     except BotError as e:
-        print(f"error: {_one_line(e)}", file=sys.stderr)
-        return 1
+        code, line = failure(e)
+        print(line, file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         return 130
 

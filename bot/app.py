@@ -102,6 +102,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         max_image_pixels=settings.max_image_pixels,
         history_turns=settings.history_turns,
         max_inflight_requests=settings.max_inflight_requests,
+        max_inflight_upload_bytes=int(settings.max_inflight_upload_mb * 1024 * 1024) or None,
         job_lease_seconds=settings.job_lease_seconds,
         job_poll_seconds=settings.job_poll_seconds,
         requests_per_user_per_minute=settings.requests_per_user_per_minute,

@@ -95,7 +95,17 @@ class Settings(BaseSettings):
     max_parallel_tasks: int = 8  # tasks of one request at once (hosted calls: no process limit)
     result_cache_entries: int = 256  # model results reused within a conversation; 0: off
     result_cache_mb: float = 64.0  # memory those results may hold; 0: off
-    max_inflight_requests: int = 8  # turns one process runs at once; the rest queue in order
+    # Turns one process runs at once; the rest queue in order.  A text request
+    # holds little memory, so many may wait on the LLM and models at once (CPU
+    # is the limit then); uploads are bounded by the byte budget below.
+    max_inflight_requests: int = 64
+    # Declared upload bytes (MiB) the running turns may hold between them (0: no
+    # budget).  Measured (benchmarks/memory_admission.py, `run slack`): ~120 MB at
+    # rest, and a request holds ~3x its uploads while downloading and decoding
+    # them (170 MB for 3 x 20 MB PNGs), so 400 MiB of uploads should peak near
+    # 120 + 3 x 420 MB, within 1.5 GB: 20 such requests at once peaked at 1.17 GB
+    # (2.7 GB without a budget).  A bigger single request runs alone.
+    max_inflight_upload_mb: float = Field(default=400.0, ge=0)
     job_lease_seconds: float = 60.0  # a dead process's turns are taken over after this
     job_poll_seconds: float = 2.0  # how often a process looks for queued or orphaned turns
     task_timeout: float = 120.0  # classic tasks (text, classification, detection…)
@@ -154,6 +164,9 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
 
     shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
+    # --- the terminal's resident worker (`python -m bot serve`, docs/cli-worker.md) ---
+    cli_socket: Path | None = None  # unset: DATA_DIR/cli.sock
+    cli_worker_idle: float = Field(default=1800.0, ge=0)  # seconds idle before it exits; 0: never
     log_level: str | None = None  # INFO for `run`, WARNING for the terminal commands
     # --- observability ---
     log_format: Literal["text", "json"] = "text"  # json: one JSON object a line (collectors)

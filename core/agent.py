@@ -136,6 +136,7 @@ class Agent:
         self.jobs = TurnQueue(
             JobStore(repo),
             max_inflight=self.config.max_inflight_requests,
+            max_upload_bytes=self.config.max_inflight_upload_bytes,
             lease=self.config.job_lease_seconds,
             poll=self.config.job_poll_seconds,
         )
@@ -184,9 +185,15 @@ class Agent:
         *,
         request_id: str,
         dedup: str | None = None,
+        upload_bytes: int = 0,
     ) -> Accepted:
         return await self.jobs.accept(
-            kind, conversation, payload, request_id=request_id, dedup=dedup
+            kind,
+            conversation,
+            payload,
+            request_id=request_id,
+            dedup=dedup,
+            upload_bytes=upload_bytes,
         )
 
     async def process(self, job_id: int) -> Outcome:

@@ -50,10 +50,13 @@ class AgentConfig:
     llm_wait_notice: float = 10.0
     max_request_chars: int = 20_000
     # Durable turns (core.jobs): requests run at once in this process (the
-    # rest wait, in order, in the job table); how long a job's lease lasts
-    # without a heartbeat before another process resumes it; how often the
-    # queue looks for work other processes left.
-    max_inflight_requests: int = 8
+    # rest wait, in order, in the job table), and the declared upload bytes
+    # those may hold between them (None: no byte budget; see bot.settings for
+    # the default's reasons); how long a job's lease lasts without a
+    # heartbeat before another process resumes it; how often the queue looks
+    # for work other processes left.
+    max_inflight_requests: int = 64
+    max_inflight_upload_bytes: int | None = 400 * 1024 * 1024
     job_lease_seconds: float = 60.0
     job_poll_seconds: float = 2.0
     # Completion caps per LLM stage (tokens, reasoning included): a model that

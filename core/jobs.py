@@ -20,8 +20,14 @@ finished tasks are not run again, a reply already saved is only posted.
 Order: a job can be claimed only when no earlier job of its conversation is
 unfinished, in any process, so one conversation's turns run, and are
 stored, in acceptance order; and ``max_inflight`` jobs at most run in one
-process at a time.  The rest wait in the table (the queue) in id order, and
-their runners are told how many requests are ahead of them.
+process at a time, holding at most ``max_upload_bytes`` of uploads between
+them (each job weighs the sizes its platform declared for its files, known
+at accept; a request holds about three times that while its files are
+downloaded and decoded).  A job with files that does not fit waits, and
+later jobs with files wait behind it; jobs without files go on past it; one
+bigger than the whole budget runs alone.  The rest wait in the table (the
+queue) in id order, and their runners are told how many requests are ahead
+of them.
 
 On shutdown (:meth:`TurnQueue.begin_shutdown`, :meth:`drain`,
 :meth:`interrupt`): no new job starts, queued ones are released at once
@@ -159,7 +165,8 @@ class TurnQueue:
         self,
         store: JobStore,
         *,
-        max_inflight: int = 8,
+        max_inflight: int = 64,
+        max_upload_bytes: int | None = None,
         lease: float = 60.0,
         heartbeat: float | None = None,
         poll: float = 2.0,
@@ -170,6 +177,8 @@ class TurnQueue:
     ) -> None:
         self.store = store
         self.max_inflight = max(1, max_inflight)
+        # None (or 0): no byte budget, only the count.
+        self.max_upload_bytes = max_upload_bytes or None
         self.lease = lease
         self.heartbeat = heartbeat if heartbeat is not None else lease / 3
         self.poll = poll
@@ -179,6 +188,7 @@ class TurnQueue:
         self.owner = owner or default_owner()
         self._runners: dict[str, JobRunner] = {}
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._upload_bytes: dict[int, int] = {}  # of the running jobs that carry files
         self._jobs: dict[int, TurnJob] = {}
         self._waiters: dict[int, asyncio.Future[Outcome]] = {}
         self._shown: dict[int, tuple[int, bool]] = {}
@@ -216,9 +226,11 @@ class TurnQueue:
         *,
         request_id: str,
         dedup: str | None = None,
+        upload_bytes: int = 0,
     ) -> Accepted:
         """Record a request (a fast insert); call before acknowledging it.
-        A known ``dedup`` key returns its existing job (``fresh=False``)."""
+        A known ``dedup`` key returns its existing job (``fresh=False``).
+        ``upload_bytes``: the sizes its platform declared for its files."""
         self.start()
         accepted = await self.store.accept(
             kind=kind,
@@ -229,6 +241,7 @@ class TurnQueue:
             owner=self.owner,
             now=self.clock(),
             lease=self.lease,
+            upload_bytes=upload_bytes,
         )
         return accepted
 
@@ -255,6 +268,11 @@ class TurnQueue:
     @property
     def running(self) -> int:
         return len(self._running)
+
+    @property
+    def upload_bytes_running(self) -> int:
+        """The declared upload bytes of the jobs running here."""
+        return sum(self._upload_bytes.values())
 
     def _report_depth(self) -> None:
         waiting = sum(1 for j in self._waiters if j not in self._running)
@@ -412,6 +430,8 @@ class TurnQueue:
                 limit=free,
                 asked=asked,
                 hold_before=hold_before,
+                upload_budget=self.max_upload_bytes,
+                uploads_held=self.upload_bytes_running,
             ):
                 self._start(row)
         await self._update_waiters(waiting)
@@ -436,6 +456,8 @@ class TurnQueue:
     def _start(self, row: JobRow) -> None:
         job = TurnJob(row, self)
         self._jobs[row.id] = job
+        if row.upload_bytes:
+            self._upload_bytes[row.id] = row.upload_bytes
         self._shown.pop(row.id, None)
         self._idle.clear()
         self._running[row.id] = asyncio.get_running_loop().create_task(
@@ -455,6 +477,7 @@ class TurnQueue:
         finally:
             self._finishing.discard(job.id)
             self._running.pop(job.id, None)
+            self._upload_bytes.pop(job.id, None)
             if job.id not in self._interrupting:
                 self._jobs.pop(job.id, None)
             self._lost.discard(job.id)

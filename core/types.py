@@ -537,9 +537,12 @@ class AgentAPI(Protocol):
         *,
         request_id: str,
         dedup: str | None = None,
+        upload_bytes: int = 0,
     ) -> Accepted:
         """Record a request as a job before acknowledging it (a fast insert);
-        a known ``dedup`` key (a redelivery) returns its job, ``fresh=False``."""
+        a known ``dedup`` key (a redelivery) returns its job, ``fresh=False``.
+        ``upload_bytes``: the sizes the platform declared for its files (0:
+        none); admission lets only so many bytes of uploads run at once."""
         ...
 
     async def process(self, job_id: int) -> JobOutcome:

@@ -97,6 +97,7 @@ async def ask(
                 payload,
                 request_id=rid,
                 dedup=f"discord:interaction:{interaction.id}",
+                upload_bytes=sum(f.size for f in files),
             ),
             ACCEPT_WITHIN,
         )

@@ -25,6 +25,7 @@ import discord
 from adapters.chat import run_turn
 from adapters.discord.incoming import check_attachments, download_each
 from adapters.discord.places import conversation_key
+from adapters.discord.posted import FollowupLookup
 from adapters.discord.surface import MESSAGE_LIMIT, RENDERER, TOKEN_LIFETIME, DiscordSurface
 from core.errors import InputRejected
 from core.types import ConversationKey, Job, Notice, PlannedStep, Request
@@ -144,6 +145,7 @@ class DiscordRunner:
 
     def __init__(self, bot: DiscordBot) -> None:
         self.bot = bot
+        self.lookup = FollowupLookup()  # finds a resumed /ask's follow-ups Discord has
 
     async def run(self, job: Job) -> None:
         bot = self.bot
@@ -174,7 +176,7 @@ class DiscordRunner:
                 await stack.enter_async_context(channel.typing())
             await run_turn(
                 bot.agent,
-                DiscordSurface(bot, job),
+                DiscordSurface(bot, job, self.lookup),
                 RENDERER,
                 request,
                 request_id=job.request_id,

@@ -71,7 +71,12 @@ async def handle_message(bot: DiscordBot, message: discord.Message) -> None:
     data = message_payload(message, text, key, limit, is_admin=is_admin(message))
     try:
         accepted = await bot.agent.accept(
-            JOB_KIND, key, data, request_id=new_request_id(), dedup=f"discord:message:{message.id}"
+            JOB_KIND,
+            key,
+            data,
+            request_id=new_request_id(),
+            dedup=f"discord:message:{message.id}",
+            upload_bytes=sum(a.size for a in message.attachments),
         )
     except Exception:
         log.exception("mention %s could not be recorded", message.id)

@@ -15,7 +15,10 @@ job, so a resumed job edits the one its last process left; so is each
 message of the answer the moment Discord has it (``status_ref["answer"]``,
 their ids), so a job resumed after its process died mid-answer (or after
 the answer, before the job was done) posts only the rest, never an answer
-twice.
+twice.  A message Discord made just before the process died, unrecorded, is
+not made again either (:mod:`adapters.discord.posted`): channel messages
+carry a nonce Discord enforces, and a resumed ``/ask`` finds its follow-up
+in the channel before posting it.
 
 The last message of an answer carries the buttons (:mod:`adapters.discord.buttons`):
 run again, details, delete.
@@ -33,6 +36,7 @@ import discord
 
 from adapters.chat import Limits, Markup, OutFile, Renderer
 from adapters.chat.files import answer_messages
+from adapters.discord.posted import FollowupLookup, part_nonce
 from core.types import Job, Resource
 
 MessageId = int
@@ -69,9 +73,10 @@ def _answer_ids(ref: dict[str, Any]) -> list[MessageId]:
 class DiscordSurface:
     """See the module docstring."""
 
-    def __init__(self, bot: DiscordBot, job: Job) -> None:
+    def __init__(self, bot: DiscordBot, job: Job, lookup: FollowupLookup | None = None) -> None:
         p = job.payload
         self._job = job
+        self._lookup = lookup or FollowupLookup()
         self._bot = bot
         self._payload = p
         upload_limit = int(p.get("upload_limit") or bot.config.dm_filesize_limit)
@@ -195,11 +200,14 @@ class DiscordSurface:
         for i, message in enumerate(messages):
             if i < done:
                 continue
-            view = None
-            if i == len(messages) - 1:
-                earlier = [self._status_id] if self._status_id is not None else []
-                view = answer_view(rid, self._user, [*earlier, *self._sent])
-            self._sent.append(await self._send(message.text, message.files, view))
+            made = await self._made_before(message.text, len(message.files)) if i == done else None
+            if made is None:
+                view = None
+                if i == len(messages) - 1:
+                    earlier = [self._status_id] if self._status_id is not None else []
+                    view = answer_view(rid, self._user, [*earlier, *self._sent])
+                made = await self._send(i + 1, message.text, message.files, view)
+            self._sent.append(made)
             await self._job.set_status_ref(
                 {**(self._job.status_ref or {}), "answer": list(self._sent)}
             )
@@ -211,10 +219,40 @@ class DiscordSurface:
                 len(messages),
             )
 
+    async def _made_before(self, content: str | None, files: int) -> MessageId | None:
+        """A resumed /ask: the follow-up its last process made for the first
+        part it did not record, if Discord has it (a channel message needs no
+        look-up: its nonce makes a repeat return it)."""
+        p = self._payload
+        if not self._job.resumed or p["via"] != "interaction":
+            return None
+        interaction = int(p["interaction_id"])
+        skip = {*self._sent, *([self._status_id] if self._status_id is not None else [])}
+        found = await self._lookup.find(
+            self._channel,
+            interaction_id=interaction,
+            after=self._sent[-1] if self._sent else interaction,
+            skip=skip,
+            content=content or "",
+            files=files,
+        )
+        if found is not None:
+            log.info(
+                "discord request %s: answer message %s was posted before a restart",
+                self._job.request_id,
+                found,
+            )
+        return found
+
     async def _send(
-        self, content: str | None, files: Sequence[OutFile], view: discord.ui.View | None
+        self,
+        part: int,
+        content: str | None,
+        files: Sequence[OutFile],
+        view: discord.ui.View | None,
     ) -> MessageId:
         none = discord.AllowedMentions.none()
+        nonce = part_nonce(self._job.request_id, part)  # a repeat returns the first
         hook = await self._hook()
         if hook is not None:
             try:
@@ -229,6 +267,7 @@ class DiscordSurface:
             except discord.NotFound as exc:
                 await self._lost_webhook(exc)
         extra: dict[str, Any] = {"view": view} if view is not None else {}
+        extra["nonce"] = nonce
         if self._sent:  # the rest of an answer follows its first message
             message = await self._channel.send(
                 content, files=to_discord_files(files), allowed_mentions=none, **extra

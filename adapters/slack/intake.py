@@ -36,6 +36,14 @@ HINT = (
 )
 
 
+def declared_bytes(incoming: Incoming, cap: int) -> int:
+    """What the event's files weigh in admission: the sizes Slack declared
+    (one without a size counts as the largest file taken)."""
+    return sum(
+        min(f["size"], cap) if isinstance(f.get("size"), int) else cap for f in incoming.files
+    )
+
+
 def incoming_from(
     body: dict[str, Any],
     event: dict[str, Any],
@@ -125,6 +133,7 @@ class Intake:
                 payload(incoming),
                 request_id=new_request_id(),
                 dedup=dedup_key(incoming.event_id),
+                upload_bytes=declared_bytes(incoming, self.config.max_file_bytes),
             )
         except Exception:
             log.exception("slack: event %s could not be recorded", incoming.event_id)

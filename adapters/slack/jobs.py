@@ -27,6 +27,7 @@ from adapters.slack.assistant import AssistantSurface, Features
 from adapters.slack.config import SlackConfig
 from adapters.slack.files import download_files
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
+from adapters.slack.posted import PostLookup
 from adapters.slack.surface import SlackSurface
 from core.types import AgentAPI, ConversationKey, Job, Notice, Request
 
@@ -107,6 +108,7 @@ class SlackRunner:
         self.client = client
         self.config = config
         self.features = Features()
+        self.lookup = PostLookup()  # finds a resumed job's posts Slack already has
         self._titled: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def surface(self, job: Job, *, titled: bool = False) -> SlackSurface | AssistantSurface:
@@ -139,6 +141,7 @@ class SlackRunner:
             thread_ts=thread,
             user=incoming.user,
             job=job,
+            lookup=self.lookup,
         )
 
     def _title(self, incoming: Incoming, thread: str) -> str | None:

@@ -4,21 +4,30 @@
 The status message is a message in the thread, edited with ``chat.update``
 (remembered on the job, so a resumed job or the queue's notice is taken
 over); the answer is posted there in mrkdwn, split to Slack's size, with
-the files uploaded into the thread (``files_upload_v2``); a private word is
-an ephemeral message to the person in the thread.
+the files uploaded into the thread (Slack's three upload steps); a private
+word is an ephemeral message to the person in the thread.
+
+Each answer post is recorded on the job the moment Slack confirms it, and
+carries message metadata naming the job and the part; a resumed job looks
+its first unrecorded post up before making it (:mod:`adapters.slack.posted`),
+so a post Slack took just before the process died is not made twice.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.chat import Limits
+from adapters.chat import Limits, OutFile
 from adapters.chat.files import answer_messages
 from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
+from adapters.slack.posted import PostLookup, part_metadata
 from core.types import AgentAPI, Job, Resource
 
 log = logging.getLogger(__name__)
@@ -38,6 +47,7 @@ class SlackSurface:
         user: str,
         job: Job | None = None,
         request_id: str = "",
+        lookup: PostLookup | None = None,
     ) -> None:
         self._agent = agent
         self._client = client
@@ -45,6 +55,7 @@ class SlackSurface:
         self._thread_ts = thread_ts
         self._user = user
         self._job = job
+        self._lookup = lookup or PostLookup()
         self._request_id = request_id or (job.request_id if job is not None else "")
         ts = (job.status_ref or {}).get("ts") if job is not None else None
         self.ts: str | None = str(ts) if ts else None
@@ -78,34 +89,19 @@ class SlackSurface:
             self._agent, RENDERER, text, files, self.limits, self._request_id
         )
         # Each post is one step, recorded on the job as soon as Slack has it:
-        # a job resumed after its process died mid-answer posts only the rest.
+        # a job resumed after its process died mid-answer posts only the rest,
+        # and first looks up the one step Slack may have taken unrecorded.
         step = 0
         done = self._posted()
         for message in messages:
             if message.text:
                 step += 1
                 if step > done:
-                    await self._client.chat_postMessage(
-                        channel=self._channel,
-                        thread_ts=self._thread_ts,
-                        text=message.text,
-                        mrkdwn=True,
-                        unfurl_links=False,
-                        unfurl_media=False,
-                    )
-                    await self._mark_posted(step)
+                    await self._post_text(step, message.text, first=step == done + 1)
             if message.files:
                 step += 1
-                if step <= done:
-                    continue
-                uploads = [
-                    {"filename": f.name, "content": f.data, "title": f.name} for f in message.files
-                ]
-                await self._client.files_upload_v2(
-                    file_uploads=uploads, channel=self._channel, thread_ts=self._thread_ts
-                )
-                await self._mark_posted(step)
-                log.info("slack request %s: uploaded %d files", self._request_id, len(uploads))
+                if step > done:
+                    await self._upload(step, message.files, first=step == done + 1)
         if done:
             log.info(
                 "slack request %s: %d of %d answer posts were made before a restart",
@@ -114,15 +110,114 @@ class SlackSurface:
                 step,
             )
 
+    async def _post_text(self, step: int, text: str, *, first: bool) -> None:
+        job = self._job
+        if first and job is not None and job.resumed:
+            oldest = self.ts or str(job.payload.get("ts") or "") or None
+            ts = await self._lookup.find_part(
+                self._client,
+                channel=self._channel,
+                thread_ts=self._thread_ts,
+                oldest=oldest,
+                job=job.id,
+                part=step,
+            )
+            if ts is not None:
+                log.info(
+                    "slack request %s: answer post %d was made before a restart (%s)",
+                    self._request_id,
+                    step,
+                    ts,
+                )
+                await self._mark_posted(step)
+                return
+        await self._client.chat_postMessage(
+            channel=self._channel,
+            thread_ts=self._thread_ts,
+            text=text,
+            mrkdwn=True,
+            unfurl_links=False,
+            unfurl_media=False,
+            metadata=part_metadata(job.id, step) if job is not None else None,
+        )
+        await self._mark_posted(step)
+
+    async def _upload(self, step: int, files: Sequence[OutFile], *, first: bool) -> None:
+        """Upload ``files`` into the thread in Slack's three steps, the
+        files' ids recorded on the job before the upload is completed: a
+        resumed job finds out whether that upload was shared, and if not
+        deletes its files (a share still on its way goes with them) and
+        uploads anew."""
+        earlier = self._ref().get("uploading")
+        if first and isinstance(earlier, dict) and earlier.get("step") == step:
+            ids = [str(i) for i in earlier.get("files") or ()]
+            if ids and await self._lookup.shared(
+                self._client, file_id=ids[0], channel=self._channel
+            ):
+                log.info(
+                    "slack request %s: upload %d was made before a restart",
+                    self._request_id,
+                    step,
+                )
+                await self._mark_posted(step)
+                return
+            for file_id in ids:
+                await self._delete_file(file_id)
+        targets: list[tuple[str, str]] = []  # (file id, upload URL)
+        for f in files:
+            got = await self._client.files_getUploadURLExternal(filename=f.name, length=f.size)
+            targets.append((str(got["file_id"]), str(got["upload_url"])))
+        if self._job is not None:
+            ids = [file_id for file_id, _ in targets]
+            await self._job.set_status_ref(
+                {**self._ref(), "uploading": {"step": step, "files": ids}}
+            )
+        for (_, url), f in zip(targets, files, strict=True):
+            await self._send_bytes(url, f)
+        await self._client.files_completeUploadExternal(
+            files=[
+                {"id": file_id, "title": f.name}
+                for (file_id, _), f in zip(targets, files, strict=True)
+            ],
+            channel_id=self._channel,
+            thread_ts=self._thread_ts,
+        )
+        await self._mark_posted(step)
+        log.info("slack request %s: uploaded %d files", self._request_id, len(files))
+
+    async def _send_bytes(self, url: str, file: OutFile) -> None:
+        """Step 2 of an upload: the bytes, to the URL Slack handed out for them."""
+        timeout = aiohttp.ClientTimeout(total=self._client.timeout)
+        tls: dict[str, Any] = {"ssl": self._client.ssl} if self._client.ssl is not None else {}
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, data=file.data, proxy=self._client.proxy, **tls) as response,
+        ):
+            body = await response.text()
+            if response.status != 200:
+                raise SlackRequestError(
+                    f"Slack refused the upload of {file.name} ({response.status}: {body[:200]})"
+                )
+
+    async def _delete_file(self, file_id: str) -> None:
+        """Remove an upload a stopped process left unrecorded (best effort)."""
+        try:
+            await self._client.files_delete(file=file_id)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
+            log.info("slack request %s: file %s not deleted (%s)", self._request_id, file_id, e)
+
+    def _ref(self) -> dict[str, Any]:
+        return dict(self._job.status_ref or {}) if self._job is not None else {}
+
     def _posted(self) -> int:
         """How many of the answer's posts an earlier attempt of the job made."""
-        ref = (self._job.status_ref or {}) if self._job is not None else {}
-        posted = ref.get("posted", 0)
+        posted = self._ref().get("posted", 0)
         return posted if isinstance(posted, int) else 0
 
     async def _mark_posted(self, steps: int) -> None:
         if self._job is not None:
-            await self._job.set_status_ref({**(self._job.status_ref or {}), "posted": steps})
+            ref = {k: v for k, v in self._ref().items() if k != "uploading"}
+            await self._job.set_status_ref({**ref, "posted": steps})
 
     async def tell_privately(self, text: str) -> None:
         await self._client.chat_postEphemeral(

@@ -59,6 +59,7 @@ class JobRow:
     lease_expires: datetime | None
     attempts: int
     created_at: datetime
+    upload_bytes: int = 0  # the files' sizes as declared at accept (0: text only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,7 @@ def _row(r: Any) -> JobRow:
         lease_expires=r.lease_expires,
         attempts=r.attempts,
         created_at=r.created_at,
+        upload_bytes=r.upload_bytes or 0,
     )
 
 
@@ -233,20 +235,19 @@ class JobStore:
         owner: str,
         now: datetime,
         lease: float,
+        upload_bytes: int = 0,
     ) -> Accepted:
         """Record a request (queued, reserved by ``owner``), or find the job
-        its ``dedup_key`` already has."""
+        its ``dedup_key`` already has.  ``upload_bytes``: its files' declared
+        sizes (admission weighs the job by them; see :meth:`claim`)."""
+        args = (kind, conversation, payload, request_id, dedup_key, owner, now, lease)
         try:
-            return await self._accept(
-                kind, conversation, payload, request_id, dedup_key, owner, now, lease
-            )
+            return await self._accept(*args, max(0, upload_bytes))
         except StoreRejected as exc:
             if not unique_violation(exc.__cause__ or exc):
                 raise
             # another process recorded the same event just now: find its job
-            return await self._accept(
-                kind, conversation, payload, request_id, dedup_key, owner, now, lease
-            )
+            return await self._accept(*args, max(0, upload_bytes))
 
     async def _accept(
         self,
@@ -258,6 +259,7 @@ class JobStore:
         owner: str,
         now: datetime,
         lease: float,
+        upload_bytes: int,
     ) -> Accepted:
         async with self._session("record the request", write=True) as s:
             if self.dialect == "postgresql":
@@ -281,6 +283,7 @@ class JobStore:
                         lease_owner=owner,
                         lease_expires=now + timedelta(seconds=lease),
                         attempts=0,
+                        upload_bytes=upload_bytes,
                         created_at=now,
                         updated_at=now,
                     )
@@ -339,10 +342,15 @@ class JobStore:
         limit: int,
         asked: Sequence[int] | None,
         hold_before: datetime | None,
-    ) -> sa.Select[tuple[int]]:
-        """Ids of the jobs to start, oldest first: claimable, of ``kinds``, and
-        the head of their conversation (no earlier job of it unfinished), so
-        at most one per conversation; at most ``limit``."""
+        uploads: bool | None = None,
+    ) -> sa.CTE:
+        """The jobs that may start, oldest first: claimable, of ``kinds``,
+        and the head of their conversation (no earlier job of it unfinished),
+        so at most one per conversation; at most ``limit``; with ``uploads``
+        only those with (True) or without (False) files.  Their ids and upload
+        bytes, as a materialised CTE (chosen once: PostgreSQL may run a
+        subquery again, and would then pick other rows), on PostgreSQL locked,
+        skipping rows another process is claiming."""
         cand = _J.alias("cand")
         earlier = _J.alias("earlier")
         blocked = (
@@ -354,13 +362,59 @@ class JobStore:
             )
             .exists()
         )
+        where = [cand.c.kind.in_(kinds), _claimable(cand, owner, now, asked, hold_before), ~blocked]
+        if uploads is not None:
+            where.append(cand.c.upload_bytes > 0 if uploads else cand.c.upload_bytes == 0)
+        heads = (
+            sa.select(cand.c.id, cand.c.upload_bytes).where(*where).order_by(cand.c.id).limit(limit)
+        )
+        if self.dialect == "postgresql":
+            heads = heads.with_for_update(skip_locked=True)
+        name = {None: "heads", True: "with_files", False: "text_only"}[uploads]
+        return heads.cte(name).prefix_with("MATERIALIZED")
+
+    def _chosen(
+        self,
+        owner: str,
+        kinds: list[str],
+        now: datetime,
+        limit: int,
+        asked: Sequence[int] | None,
+        hold_before: datetime | None,
+        upload_budget: int | None,
+        uploads_held: int,
+    ) -> sa.CTE:
+        """The ids to start (see :meth:`claim`).  With a byte budget, two
+        streams of heads: the first ``limit`` without files, and the first
+        ``limit`` with files, of which those whose running total of upload
+        bytes fits the room left (the total only grows, so the first that
+        does not fit stops every later one with files; one bigger than the
+        whole budget fits only first, and only when none with files runs
+        here); then the first ``limit`` of both by id.  (Those are among the
+        first ``limit`` of each stream, so nothing is missed.)"""
+        if upload_budget is None:
+            return self._candidates(owner, kinds, now, limit, asked, hold_before)
+        text_only = self._candidates(owner, kinds, now, limit, asked, hold_before, uploads=False)
+        room = upload_budget - uploads_held
+        if room <= 0:  # nothing with files can start: leave those rows alone
+            return text_only
+        with_files = self._candidates(owner, kinds, now, limit, asked, hold_before, uploads=True)
+        total = sa.func.sum(with_files.c.upload_bytes).over(order_by=with_files.c.id)
+        ranked = sa.select(
+            with_files.c.id, with_files.c.upload_bytes, total.label("total")
+        ).subquery("ranked")
+        fits = ranked.c.total <= room
+        if uploads_held == 0:  # the first with files may run alone, however big
+            fits = sa.or_(fits, ranked.c.total == ranked.c.upload_bytes)
+        both = sa.union_all(sa.select(text_only.c.id), sa.select(ranked.c.id).where(fits)).subquery(
+            "both"
+        )
         return (
-            sa.select(cand.c.id)
-            .where(
-                cand.c.kind.in_(kinds), _claimable(cand, owner, now, asked, hold_before), ~blocked
-            )
-            .order_by(cand.c.id)
+            sa.select(both.c.id)
+            .order_by(both.c.id)
             .limit(limit)
+            .cte("chosen")
+            .prefix_with("MATERIALIZED")
         )
 
     async def claim(
@@ -373,22 +427,31 @@ class JobStore:
         limit: int,
         asked: Sequence[int] | None = None,
         hold_before: datetime | None = None,
+        upload_budget: int | None = None,
+        uploads_held: int = 0,
     ) -> list[JobRow]:
         """Start up to ``limit`` claimable jobs (oldest first, at most one per
         conversation, none while an earlier job of its conversation is
         unfinished; see :func:`_claimable` for ``asked``): running, leased to
-        ``owner``, one more attempt.  One statement: the candidates are
-        chosen (on PostgreSQL locked, skipping rows another process is
-        claiming) and started together, each checked again as it is written."""
+        ``owner``, one more attempt.
+
+        ``upload_budget``: the declared upload bytes ``owner`` may have running
+        at once (None: no limit), of which ``uploads_held`` run already.  Jobs
+        with files start in id order while their bytes fit; the first that
+        does not fit waits, and every later job with files waits behind it
+        (so it is not starved), while jobs without files go on past it.  A
+        job bigger than the whole budget starts when no job with files runs
+        here, and runs alone.
+
+        One statement: the candidates are chosen (on PostgreSQL locked,
+        skipping rows another process is claiming) and started together, each
+        checked again as it is written."""
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
-        candidates = self._candidates(owner, kinds, now, limit, asked, hold_before)
-        if self.dialect == "postgresql":
-            candidates = candidates.with_for_update(skip_locked=True)
-        # A materialised CTE, so the candidates are chosen once (PostgreSQL may
-        # run an IN-subquery again, and would then pick rows beyond ``limit``).
-        chosen = candidates.cte("chosen").prefix_with("MATERIALIZED")
+        chosen = self._chosen(
+            owner, kinds, now, limit, asked, hold_before, upload_budget, uploads_held
+        )
         async with self._session("claim work", write=True) as s:
             rows = await s.execute(
                 sa.update(_J)

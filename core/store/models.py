@@ -199,6 +199,8 @@ class TurnJob(Base):
     platform's event id: a redelivery finds its job instead of a second one.
     ``lease_owner``/``lease_expires``: the process holding the job (queued:
     reserved by the process that accepted it; running: working on it).
+    ``upload_bytes``: the sizes of the request's files as the platform declared
+    them when it was accepted (0: text only), what admission weighs it by.
     """
 
     __tablename__ = "turn_jobs"
@@ -220,6 +222,7 @@ class TurnJob(Base):
     lease_owner: Mapped[str | None] = mapped_column(sa.String(128))
     lease_expires: Mapped[datetime | None] = mapped_column()
     attempts: Mapped[int] = mapped_column(default=0)
+    upload_bytes: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)

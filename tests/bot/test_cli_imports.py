@@ -64,3 +64,33 @@ async def test_ask_at_head_does_not_load_alembic(
     assert json.loads(out)["tasks"][0]["status"] == "done"
     assert "alembic" not in second  # at head: one query, no migration machinery
     assert {"openai", "sqlalchemy"} <= second  # what the request itself needs
+
+
+async def test_ask_handed_to_a_worker_loads_nothing_heavy(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF
+) -> None:
+    """With ``python -m bot serve`` running, ``ask`` is a thin client: no SDK,
+    no settings (pydantic), not even asyncio."""
+    serve_all(hf_fake)
+    env = process_env.fake_env(tmp_path, llm_fake, hf_fake, DATA_DIR=str(tmp_path))
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "serve",
+        env=env, cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert worker.stderr is not None
+        async with asyncio.timeout(60):
+            async for line in worker.stderr:
+                if b"CLI worker listening on" in line:
+                    break
+        plan = '[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a cat"}}]'
+        llm_fake.reply("plan", plan)
+        code, out, packages = await run_bot("ask", "draw", "--json", env=env, cwd=tmp_path)
+        assert code == 0
+        assert json.loads(out)["tasks"][0]["task"] == "text-to-image"
+        heavy = {*HEAVY, "pydantic", "asyncio", "adapters"}
+        assert packages.isdisjoint(heavy), sorted(packages & heavy)
+    finally:
+        worker.terminate()
+        await asyncio.wait_for(worker.communicate(), 60)

@@ -9,7 +9,9 @@ typing, and command syncs.  Every request is recorded as a
 :class:`DiscordCall` with its JSON body and multipart files, and tests wait
 for calls with :meth:`FakeDiscord.wait_for` (no sleeps).  :meth:`FakeDiscord.hold`
 keeps a call unanswered until the test lets it go (a process "killed" with a
-call in the air: the call never got through).
+call in the air: the call never got through; with ``after=True`` Discord has
+done the call and only its answer waits: the process dies before it learns
+of it).
 
 It also plays the gateway (``fake.gateway``, a
 :class:`~tests.fakes.discord_gateway.FakeGateway`): ``GET /gateway/bot`` names
@@ -22,7 +24,15 @@ would return them, components included): an interaction's response keeps
 one id however often it is edited, a channel message edited keeps its id, a
 deleted one is gone (deleting it again answers 404 Unknown Message), and
 :meth:`FakeDiscord.click` builds the INTERACTION_CREATE of a person pressing
-a button on one of them.
+a button on one of them.  As Discord documents: a message made by an
+interaction's response or follow-up carries ``interaction_metadata`` (the
+interaction's id, type and user; a follow-up also its
+``original_response_message_id``); ``GET /channels/{id}/messages``
+(``before`` / ``after`` / ``limit``, newest first) lists a channel's
+messages, ephemeral ones not; and a channel message sent with a ``nonce``
+and ``enforce_nonce`` (discord.py always sends both) returns the message the
+same author made with that nonce within :attr:`FakeDiscord.nonce_window`
+seconds ("a few minutes") instead of making another.
 
 It also plays Discord's CDN: :meth:`FakeDiscord.attachment` stores bytes under
 ``/cdn/…`` and returns the attachment payload pointing there.  Payload
@@ -108,6 +118,7 @@ class _Hold:
     where: Callable[[DiscordCall], bool] | None
     times: int
     released: asyncio.Event
+    after: bool = False  # the call is done; only its answer waits
 
 
 @dataclass
@@ -152,6 +163,10 @@ class FakeDiscord:
         self._token_channels: dict[str, str] = {}
         self.messages: dict[str, dict[str, Any]] = {}  # what the bot posted, as it is now
         self._originals: dict[str, str] = {}  # interaction token -> its response's message id
+        self._interactions: dict[str, dict[str, Any]] = {}  # token -> interaction_metadata
+        # enforce_nonce: (author id, nonce) -> (message id, when it was made)
+        self._nonces: dict[tuple[str, str], tuple[str, float]] = {}
+        self.nonce_window = 180.0  # seconds a nonce is remembered ("a few minutes")
         self.bot_user = {
             "id": str(BOT_ID),
             "username": "hugginggpt",
@@ -206,12 +221,16 @@ class FakeDiscord:
         pattern: str,
         where: Callable[[DiscordCall], bool] | None = None,
         times: int = 1,
+        *,
+        after: bool = False,
     ) -> asyncio.Event:
         """Leave the next ``times`` matching calls (``where`` their call, if
         given) unanswered and unrecorded until the returned event is set; a
         call whose caller has gone by then (a killed process) is dropped, as
-        one that never got through.  ``fake.held`` has the calls waiting."""
-        held = _Hold(method, re.compile(pattern), where, times, asyncio.Event())
+        one that never got through.  ``after``: Discord does the call (it is
+        recorded, its message made) and only the answer waits: a caller that
+        dies meanwhile never learns of it.  ``fake.held`` has the calls waiting."""
+        held = _Hold(method, re.compile(pattern), where, times, asyncio.Event(), after)
         self._holds.append(held)
         return held.released
 
@@ -227,6 +246,28 @@ class FakeDiscord:
 
     def edits(self, token: str) -> list[DiscordCall]:
         return self.find("PATCH", rf"^/webhooks/{APP_ID}/{re.escape(token)}/messages/@original$")
+
+    def _remember_interaction(
+        self,
+        token: str,
+        interaction_id: int,
+        kind: int,
+        user: dict[str, Any],
+        guild_id: int | None,
+        clicked: str | None = None,
+    ) -> None:
+        """The ``interaction_metadata`` of the messages this interaction makes."""
+        metadata: dict[str, Any] = {
+            "id": str(interaction_id),
+            "type": kind,
+            "user": user,
+            "authorizing_integration_owners": {"0": str(guild_id)}
+            if guild_id
+            else {"1": user["id"]},
+        }
+        if clicked is not None:
+            metadata["interacted_message_id"] = clicked
+        self._interactions[token] = metadata
 
     # -- payload builders ------------------------------------------------
 
@@ -354,6 +395,7 @@ class FakeDiscord:
         if channel is None:
             channel = self.text_channel() if guild_id else self.dm_channel(self.next_id(), user)
         self._token_channels[token] = channel["id"]
+        self._remember_interaction(token, interaction_id, 2, user, guild_id)
         opts: list[dict[str, Any]] = [
             {"name": k, "type": _option_type(v), "value": v} for k, v in (options or {}).items()
         ]
@@ -426,6 +468,7 @@ class FakeDiscord:
                 else self.dm_channel(int(msg["channel_id"]), user)
             )
         self._token_channels[token] = channel["id"]
+        self._remember_interaction(token, interaction_id, 3, user, guild_id, msg["id"])
         payload: dict[str, Any] = {
             "id": str(interaction_id),
             "application_id": str(APP_ID),
@@ -602,8 +645,7 @@ class FakeDiscord:
             self.calls.append(call)
             self._cond.notify_all()
 
-    async def _held(self, call: DiscordCall, request: web.Request) -> bool:
-        """Wait out a :meth:`hold` on ``call``; False if its caller has gone."""
+    def _hold_for(self, call: DiscordCall) -> _Hold | None:
         for held in self._holds:
             if (
                 held.method == call.method
@@ -613,15 +655,17 @@ class FakeDiscord:
                 held.times -= 1
                 if held.times <= 0:
                     self._holds.remove(held)
-                async with self._cond:
-                    self.held.append(call)
-                    self._cond.notify_all()
-                try:
-                    await held.released.wait()
-                finally:
-                    self.held.remove(call)
-                return request.transport is not None  # None: the connection is closed
-        return True
+                return held
+        return None
+
+    async def _wait_out(self, call: DiscordCall, held: _Hold) -> None:
+        async with self._cond:
+            self.held.append(call)
+            self._cond.notify_all()
+        try:
+            await held.released.wait()
+        finally:
+            self.held.remove(call)
 
     def _take_failure(self, call: DiscordCall) -> _Failure | None:
         for failure in self._failures:
@@ -634,8 +678,11 @@ class FakeDiscord:
 
     async def handle_api(self, request: web.Request) -> web.StreamResponse:
         call = await self._read(request)
-        if not await self._held(call, request):
-            return web.Response(status=499)  # nobody to answer: not recorded, not done
+        held = self._hold_for(call)
+        if held is not None and not held.after:
+            await self._wait_out(call, held)
+            if request.transport is None:  # the caller has gone
+                return web.Response(status=499)  # nobody to answer: not recorded, not done
         await self._record(call)
         failure = self._take_failure(call)
         if failure is not None:
@@ -644,6 +691,8 @@ class FakeDiscord:
         if isinstance(response, web.Response) and response.content_type == "application/json":
             assert isinstance(response.body, bytes)
             call.answer = json.loads(response.body)
+        if held is not None and held.after:  # done; the answer waits
+            await self._wait_out(call, held)
         return response
 
     def _post(
@@ -671,8 +720,48 @@ class FakeDiscord:
             msg["flags"] = call.flags
         if "message_reference" in body:
             msg["message_reference"] = body["message_reference"]
+        if old is None and body.get("nonce") is not None:
+            msg["nonce"] = body["nonce"]
         self.messages[msg["id"]] = msg
         return msg
+
+    def _same_nonce(self, call: DiscordCall) -> dict[str, Any] | None:
+        """``enforce_nonce``: the message the bot made with this nonce within
+        the window, if it still exists (that one is answered, none is made)."""
+        body = call.json if isinstance(call.json, dict) else {}
+        nonce = body.get("nonce")
+        if nonce is None or not body.get("enforce_nonce"):
+            return None
+        made = self._nonces.get((str(self.bot_user["id"]), str(nonce)))
+        if made is None or time.monotonic() - made[1] > self.nonce_window:
+            return None
+        return self.messages.get(made[0])
+
+    def _keep_nonce(self, call: DiscordCall, msg: dict[str, Any]) -> None:
+        body = call.json if isinstance(call.json, dict) else {}
+        if body.get("nonce") is not None and body.get("enforce_nonce"):
+            key = (str(self.bot_user["id"]), str(body["nonce"]))
+            self._nonces[key] = (msg["id"], time.monotonic())
+
+    def _history(self, channel_id: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        """``GET /channels/{id}/messages``: up to ``limit`` (default 50, at
+        most 100) messages before / after an id, newest first."""
+        limit = min(int(query.get("limit") or 50), 100)
+        found = sorted(
+            (
+                m
+                for m in self.messages.values()
+                if m["channel_id"] == channel_id and not int(m.get("flags") or 0) & 64
+            ),
+            key=lambda m: int(m["id"]),
+        )
+        if "after" in query:
+            found = [m for m in found if int(m["id"]) > int(query["after"])][:limit]
+        else:
+            if "before" in query:
+                found = [m for m in found if int(m["id"]) < int(query["before"])]
+            found = found[-limit:]
+        return list(reversed(found))
 
     def _unknown_message(self) -> web.Response:
         return _json({"message": "Unknown Message", "code": 10008}, 404)
@@ -710,6 +799,8 @@ class FakeDiscord:
                     DiscordCall("POST", path, {}, {**data, "flags": flags}),
                     self._token_channels.get(token, str(CHANNEL_ID)),
                 )
+                if token in self._interactions:
+                    original["interaction_metadata"] = dict(self._interactions[token])
                 self._originals[token] = original["id"]
             return _json(
                 {
@@ -738,6 +829,11 @@ class FakeDiscord:
             body = self._post(call, channel_id, target)
             body["webhook_id"] = str(APP_ID)
             body["application_id"] = str(APP_ID)
+            if target is None and token in self._interactions:  # a follow-up
+                metadata = dict(self._interactions[token])
+                if token in self._originals:
+                    metadata["original_response_message_id"] = self._originals[token]
+                body["interaction_metadata"] = metadata
             return _json(body)
         if match := re.fullmatch(r"/channels/(\d+)/messages(?:/(\d+))?", path):
             if m == "DELETE":
@@ -747,7 +843,14 @@ class FakeDiscord:
             if m == "GET" and match[2]:
                 known = self.messages.get(match[2])
                 return _json(known) if known is not None else self._unknown_message()
-            return _json(self._post(call, match[1], match[2]))
+            if m == "GET":
+                return _json(self._history(match[1], call.query))
+            if m == "POST" and (same := self._same_nonce(call)) is not None:
+                return _json(same)  # made already: that one, not another
+            made = self._post(call, match[1], match[2])
+            if m == "POST":
+                self._keep_nonce(call, made)
+            return _json(made)
         if re.fullmatch(r"/channels/\d+/typing", path):
             return web.Response(status=204)
         if m == "PUT" and (

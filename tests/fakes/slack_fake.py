@@ -12,8 +12,20 @@ too: ``apps.connections.open`` hands out a WebSocket on this server, and
 :meth:`FakeSlack.socket_send` pushes event envelopes the app must ack.
 
 :meth:`FakeSlack.hold` leaves chosen calls unanswered until the test lets
-them go (a bot killed while its call is in the air), and ``add_file(…,
-redirect=URL)`` answers a download with a redirect.
+them go (a bot killed while its call is in the air; with ``after=True`` Slack
+has done the call and only its answer is held: the bot dies before it learns
+of it), and ``add_file(…, redirect=URL)`` answers a download with a redirect.
+
+Conversations are kept as Slack documents them: ``chat.postMessage`` (and a
+completed upload) adds a message to its channel or thread, with the message
+``metadata`` it was given, ``chat.update`` / ``chat.delete`` change and remove
+it; ``conversations.history`` (a channel's top-level messages, newest first)
+and ``conversations.replies`` (a thread, oldest first) read them back with
+``oldest`` / ``latest`` / ``inclusive`` / ``limit`` / ``cursor``, and return a
+message's metadata only when asked with ``include_all_metadata``.
+``files.info`` shows a completed upload's ``shares`` (``public`` for ``C…``
+channels, ``private`` otherwise), ``files.delete`` removes it (and its share).
+:meth:`FakeSlack.add_message` puts a person's message in a conversation.
 
 The AI-app surface is served too: ``chat.startStream`` / ``appendStream`` /
 ``stopStream`` keep each streamed message (:meth:`FakeSlack.streams`: its
@@ -81,6 +93,15 @@ class Upload:
     title: str | None = None
     channel: str | None = None
     thread_ts: str | None = None
+    share_ts: str | None = None  # the message that shared it
+
+
+def _shown(message: dict[str, Any], metadata: bool) -> dict[str, Any]:
+    """A kept message as a method returns it: its metadata only if asked for."""
+    shown = dict(message)
+    if not metadata:
+        shown.pop("metadata", None)
+    return shown
 
 
 @dataclass
@@ -115,6 +136,18 @@ class _Hold:
     where: Callable[[dict[str, Any]], bool] | None
     times: int
     released: asyncio.Event
+    after: bool = False  # the call is done; only its answer waits
+
+
+def _ts_key(ts: Any) -> float:
+    try:
+        return float(str(ts))
+    except ValueError:
+        return 0.0
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("1", "true")
 
 
 @dataclass
@@ -141,6 +174,9 @@ class FakeSlack:
     # Streamed messages by ts, and methods this workspace/app does not have.
     _streams: dict[str, Stream] = field(default_factory=dict)
     _lacking: dict[str, str] = field(default_factory=dict)
+    _needed: dict[str, str] = field(default_factory=dict)  # missing_scope: which scope
+    # Every conversation's messages (channel id -> messages, in posting order).
+    conversations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # -- test API --------------------------------------------------------
 
@@ -185,20 +221,57 @@ class FakeSlack:
         method: str,
         where: Callable[[dict[str, Any]], bool] | None = None,
         times: int = 1,
+        *,
+        after: bool = False,
     ) -> asyncio.Event:
         """Leave the next ``times`` calls to ``method`` (whose arguments match
         ``where``) unanswered and unrecorded until the returned event is set:
-        a caller that dies meanwhile never got its call through."""
-        hold = _Hold(method, where, times, asyncio.Event())
+        a caller that dies meanwhile never got its call through.  ``after``:
+        Slack does the call (it is recorded, its message posted) and only
+        the answer waits: a caller that dies meanwhile never learns of it."""
+        hold = _Hold(method, where, times, asyncio.Event(), after)
         self._holds.append(hold)
         return hold.released
 
-    def lack_feature(self, *methods: str, error: str = "unknown_method") -> None:
+    def lack_feature(
+        self, *methods: str, error: str = "unknown_method", needed: str | None = None
+    ) -> None:
         """Answer every call to ``methods`` with ``{"ok": false, "error": error}``:
         a workspace or app without the feature (no AI-app features, a scope
-        missing, an older Slack)."""
+        missing, an older Slack).  ``needed``: the scope a ``missing_scope``
+        answer names."""
         for method in methods:
             self._lacking[method] = error
+            if needed is not None:
+                self._needed[method] = needed
+
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0USER",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+    ) -> dict[str, Any]:
+        """A person's message in ``channel`` (in the thread ``thread_ts``)."""
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": user,
+            "text": text,
+            "ts": ts or self._new_ts(),
+        }
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+        self._keep(channel, message)
+        return message
+
+    def messages_in(self, channel: str, thread_ts: str | None = None) -> list[dict[str, Any]]:
+        """The messages Slack has in ``channel`` (or that thread), oldest first."""
+        kept = self.conversations.get(channel, [])
+        if thread_ts is None:
+            return list(kept)
+        return [m for m in kept if thread_ts in (m.get("ts"), m.get("thread_ts"))]
 
     def streams(self) -> list[Stream]:
         """Every streamed message, in the order they were started."""
@@ -295,22 +368,32 @@ class FakeSlack:
                 args.update(parse_qsl(raw.decode(), keep_blank_values=True))
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else args.get("token")
+        answer_after: asyncio.Event | None = None
         for hold in list(self._holds):
             if hold.method == method and (hold.where is None or hold.where(args)):
                 hold.times -= 1
                 if hold.times <= 0:
                     self._holds.remove(hold)
-                await hold.released.wait()
+                if hold.after:
+                    answer_after = hold.released
+                else:
+                    await hold.released.wait()
                 break
         call = Call(method, args, token, time.monotonic(), request.method)
-        status, body, headers = 200, {"ok": True}, {}
+        status, headers = 200, {}
+        body: dict[str, Any] = {"ok": True}
         if self._rate_limits.get(method):
             self._rate_limits[method] -= 1
             status, body, headers = 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "0"}
         elif self._errors.get(method):
             body = {"ok": False, "error": self._errors[method].pop(0)}
         elif method in self._lacking:
-            body = {"ok": False, "error": self._lacking[method]}
+            needed = self._needed.get(method)  # missing_scope: which one, as Slack says
+            body = {
+                "ok": False,
+                "error": self._lacking[method],
+                **({"needed": needed} if needed else {}),
+            }
         elif not token:
             body = {"ok": False, "error": "not_authed"}
         elif token in self._refused:
@@ -320,6 +403,8 @@ class FakeSlack:
             body.update(self.answers.get(method, {}))
         call.result = body
         await self._record(call)
+        if answer_after is not None:
+            await answer_after.wait()
         return web.json_response(body, status=status, headers=headers)
 
     def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -336,17 +421,46 @@ class FakeSlack:
         if method == "apps.connections.open":
             return {"url": f"{self.root.replace('http', 'ws', 1)}/socket"}
         if method == "chat.postMessage":
-            ts = f"{int(time.time())}.{next(self._ids):06d}"
-            message = {"type": "message", "text": args.get("text", ""), "ts": ts}
+            ts = self._new_ts()
+            message = self._bot_message(ts, text=args.get("text", ""))
             if args.get("thread_ts"):
                 message["thread_ts"] = args["thread_ts"]
-            return {"channel": args.get("channel"), "ts": ts, "message": message}
+            metadata = args.get("metadata")
+            if isinstance(metadata, str):  # form-encoded: a JSON string
+                metadata = json.loads(metadata)
+            if metadata:
+                message["metadata"] = metadata
+            self._keep(str(args.get("channel")), message)
+            return {"channel": args.get("channel"), "ts": ts, "message": _shown(message, False)}
         if method == "chat.update":
+            for edited in self.conversations.get(str(args.get("channel")), []):
+                if edited["ts"] == args.get("ts"):
+                    edited["text"] = args.get("text", edited.get("text", ""))
             return {"channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
         if method == "chat.delete":
             if args.get("ts") in self._streams:
                 self._streams[str(args["ts"])].deleted = True
+            conversation = self.conversations.get(str(args.get("channel")), [])
+            conversation[:] = [m for m in conversation if m["ts"] != args.get("ts")]
             return {"channel": args.get("channel"), "ts": args.get("ts")}
+        if method in ("conversations.history", "conversations.replies"):
+            return self._read_conversation(method, args)
+        if method == "files.info":
+            upload = self.uploads.get(str(args.get("file")))
+            if upload is None or upload.channel is None:
+                return {"ok": False, "error": "file_not_found"}
+            return {"file": self._file_object(upload)}
+        if method == "files.delete":
+            upload = self.uploads.pop(str(args.get("file")), None)
+            if upload is None:
+                return {"ok": False, "error": "file_not_found"}
+            for messages in self.conversations.values():
+                messages[:] = [
+                    m
+                    for m in messages
+                    if upload.file_id not in [f["id"] for f in m.get("files", [])]
+                ]
+            return {}
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             return self._stream(method, args)
         if method == "files.getUploadURLExternal":
@@ -359,14 +473,99 @@ class FakeSlack:
             files = args.get("files")
             files = json.loads(files) if isinstance(files, str) else files or []
             done = []
+            channel = args.get("channel_id") or args.get("channels")
+            ts = self._new_ts()
             for item in files:
                 upload = self.uploads[item["id"]]
                 upload.title = item.get("title")
-                upload.channel = args.get("channel_id") or args.get("channels")
+                upload.channel = channel
                 upload.thread_ts = args.get("thread_ts")
+                upload.share_ts = ts
                 done.append({"id": upload.file_id, "name": upload.filename, "title": upload.title})
+            if channel:  # the message that shares them
+                message = self._bot_message(ts, text=args.get("initial_comment") or "")
+                message["files"] = done
+                message["upload"] = True
+                if args.get("thread_ts"):
+                    message["thread_ts"] = args["thread_ts"]
+                self._keep(str(channel), message)
             return {"files": done}
         return {}
+
+    def _new_ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ids):06d}"
+
+    def _bot_message(self, ts: str, text: str) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "app_id": API_APP_ID,
+            "text": text,
+            "ts": ts,
+        }
+
+    def _keep(self, channel: str, message: dict[str, Any]) -> None:
+        self.conversations.setdefault(channel, []).append(message)
+
+    def _read_conversation(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``conversations.history`` / ``.replies``: one page of messages in
+        ``[oldest, latest]`` (bounds included with ``inclusive``); history is
+        the channel's top level (a thread shows as its parent), newest first;
+        replies the thread (parent first), oldest first."""
+        channel = str(args.get("channel"))
+        if method == "conversations.replies":
+            thread = str(args.get("ts"))
+            found = self.messages_in(channel, thread)
+            if not found:
+                return {"ok": False, "error": "thread_not_found"}
+        else:
+            found = [m for m in self.messages_in(channel) if m.get("thread_ts") in (None, m["ts"])]
+            found.reverse()
+        inclusive = _truthy(args.get("inclusive"))
+        if args.get("oldest"):
+            low = _ts_key(args["oldest"])
+            found = [
+                m
+                for m in found
+                if _ts_key(m["ts"]) > low or (inclusive and _ts_key(m["ts"]) == low)
+            ]
+        if args.get("latest"):
+            high = _ts_key(args["latest"])
+            found = [
+                m
+                for m in found
+                if _ts_key(m["ts"]) < high or (inclusive and _ts_key(m["ts"]) == high)
+            ]
+        start = int(args.get("cursor") or 0)
+        limit = int(args.get("limit") or 100)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        metadata = _truthy(args.get("include_all_metadata"))
+        return {
+            "messages": [_shown(m, metadata) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
+    def _file_object(self, upload: Upload) -> dict[str, Any]:
+        """A completed upload as ``files.info`` shows it."""
+        share = {"ts": upload.share_ts, "channel_name": "general", "team_id": TEAM_ID}
+        if upload.thread_ts:
+            share["thread_ts"] = upload.thread_ts
+        channel = str(upload.channel)
+        where = "public" if channel.startswith("C") else "private"
+        return {
+            "id": upload.file_id,
+            "name": upload.filename,
+            "title": upload.title,
+            "size": upload.length,
+            "user": BOT_USER_ID,
+            "shares": {where: {channel: [share]}},
+            "channels": [channel] if where == "public" else [],
+            "groups": [channel] if channel.startswith("G") else [],
+            "ims": [channel] if channel.startswith("D") else [],
+        }
 
     def _stream(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         """The streaming methods, as Slack documents them: a stream is started

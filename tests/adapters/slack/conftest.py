@@ -105,9 +105,15 @@ class SpyAgent:
         *,
         request_id: str,
         dedup: str | None = None,
+        upload_bytes: int = 0,
     ) -> Accepted:
         accepted = await self.inner.accept(
-            kind, conversation, payload, request_id=request_id, dedup=dedup
+            kind,
+            conversation,
+            payload,
+            request_id=request_id,
+            dedup=dedup,
+            upload_bytes=upload_bytes,
         )
         async with self._changed:
             self.claims.append(((dedup or "").removeprefix("slack:"), accepted.fresh))

@@ -43,10 +43,18 @@ class SlowRecord(SpyAgent):
         *,
         request_id: str,
         dedup: str | None = None,
+        upload_bytes: int = 0,
     ) -> Accepted:
         self.entered.set()
         await self.gate.wait()
-        return await super().accept(kind, conversation, payload, request_id=request_id, dedup=dedup)
+        return await super().accept(
+            kind,
+            conversation,
+            payload,
+            request_id=request_id,
+            dedup=dedup,
+            upload_bytes=upload_bytes,
+        )
 
 
 async def test_the_ack_waits_for_the_record(

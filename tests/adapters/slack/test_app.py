@@ -128,6 +128,9 @@ def test_manifest_asks_for_what_the_adapter_uses() -> None:
         "files:read",
         "files:write",
         "im:history",
+        "channels:history",  # a resumed request reads its thread back
+        "groups:history",
+        "mpim:history",
     }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
     assert manifest["features"]["assistant_view"]["assistant_description"]
