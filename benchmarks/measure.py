@@ -314,19 +314,26 @@ def _stages(timings: dict[str, float]) -> str:
 
 
 async def _cpu_loop(
-    agent: Any, fakes: Fakes, tag: str, n: int, warm: int
+    agent: Any, fakes: Fakes, tag: str, n: int, warm: int, adapter: BenchAdapter | None = None
 ) -> tuple[float, list[float], list[str]]:
+    """``n`` sequential requests after ``warm`` ones: CPU per request, walls,
+    failures; straight to ``agent.handle``, or with ``adapter`` through the
+    job queue (accepted, claimed, checkpointed, marked done) as adapters do."""
     shape = SHAPE_BY_NAME["single"]
+
+    async def one(req: Request) -> Run:
+        return await (timed(agent, req) if adapter is None else timed_job(adapter, req))
+
     problems: list[str] = []
     for i in range(warm):
-        run = await timed(agent, request(conversation(f"{tag}w", i % 5), f"w{i}", shape))
+        run = await one(request(conversation(f"{tag}w", i % 5), f"w{i}", shape))
         if not run.ok:
             problems.append(run.why())
     walls: list[float] = []
     cpu0 = time.process_time()
     for i in range(n):
         # 20 conversations in turn, so history grows to the 10 turns a planner sees
-        run = await timed(agent, request(conversation(tag, i % 20), f"u{i}", shape))
+        run = await one(request(conversation(tag, i % 20), f"u{i}", shape))
         walls.append(run.wall)
         if not run.ok:
             problems.append(run.why())
@@ -388,7 +395,27 @@ async def m_cpu(ctx: Ctx) -> Result:
                         note=f"p95 {percentile(walls, 0.95) * 1000:.1f} ms; includes the "
                         "loopback round trips and the fakes' own work (other process)",
                     )
+                    # The same through the job queue, as every adapter runs a turn.
+                    jcpu, jwalls, jproblems = await _cpu_loop(
+                        agent, fakes, "cpuj", n, warm=warm, adapter=BenchAdapter(agent)
+                    )
+                    res.add(
+                        5,
+                        "CPU per request, job queue",
+                        label,
+                        f"{jcpu * 1000:.1f} ms",
+                        "",
+                        "INFO",
+                        value=jcpu * 1000,
+                        unit="ms",
+                        note=f"the same {n} requests accepted as durable jobs and run by the "
+                        "queue (accept, claim, checkpoints, done), as adapters run them; p50 "
+                        f"wall {percentile(jwalls, 0.5) * 1000:.1f} ms"
+                        + (f"; {len(jproblems)} failed: {jproblems[0][:120]}" if jproblems else ""),
+                    )
                     res.details.setdefault("cpu", {})[label] = {
+                        "job_queue_cpu_ms": jcpu * 1000,
+                        "job_queue_p50_ms": percentile(jwalls, 0.5) * 1000,
                         "requests": n,
                         "cpu_ms": cpu * 1000,
                         "p50_ms": p50 * 1000,

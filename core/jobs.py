@@ -210,6 +210,7 @@ class TurnQueue:
         self._last_beat = time.monotonic()
         self._last_prune = float("-inf")
         self._last_survey = float("-inf")
+        self._last_claim_survey = float("-inf")
 
     # ------------------------------------------------------------ adapters
     def register(self, kind: str, runner: JobRunner) -> None:
@@ -420,7 +421,16 @@ class TurnQueue:
         # Our own fresh jobs start once their adapter asked (it has acknowledged
         # them: a Discord reply must not beat its defer), or if it never does.
         asked, hold_before = sorted(waiting), now - timedelta(seconds=HOLD)
-        if free > 0 and kinds:
+        # Claim when a request here waits to start, or once a ``poll`` for work
+        # nobody here asked for (another process's orphans, a reservation
+        # never asked for): a round woken by a job ending, with nobody
+        # waiting, has nothing to start (the claim's read was most of an idle
+        # round's cost).
+        pending = any(j not in self._running for j in waiting)
+        survey = time.monotonic() - self._last_claim_survey >= self.poll
+        if free > 0 and kinds and (pending or survey):
+            if survey:
+                self._last_claim_survey = time.monotonic()
             # One statement picks and starts what fits (nothing to start: no write).
             for row in await self.store.claim(
                 owner=self.owner,

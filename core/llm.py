@@ -66,6 +66,7 @@ from openai.types.shared_params import ResponseFormatJSONObject
 
 from core import telemetry
 from core.errors import ConfigError, RunFailed
+from core.http_client import async_client
 from core.llm_server import (
     Fault,
     as_int,
@@ -233,7 +234,11 @@ class LLM:
         self._key_var = "HF_TOKEN" if hf_router else "OPENAI_API_KEY"
         # Our own retry loop (see the module docstring): the SDK retries nothing.
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=async_client(),  # aiohttp's transport: half the CPU per call
         )
         self.base_url = str(self._client.base_url).rstrip("/")
         self.host = _host_of(self.base_url)

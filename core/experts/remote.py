@@ -73,6 +73,7 @@ from core.experts.remote_outputs import (
     media_blob,
     read_depth,
 )
+from core.http_client import like
 from core.results import Answer, Box, Entity, Segment, TaskInputs, TaskResult
 from core.tasks import TaskTimeouts
 
@@ -290,7 +291,9 @@ class RemoteExpert:
         """POST for a task the client has no task-API route for: a dict as
         JSON, bytes as the raw body (as the client sends images)."""
         if self._session is None:
-            self._session = same_host_redirects_only(get_async_session())
+            sdk_session = get_async_session()
+            self._session = same_host_redirects_only(like(sdk_session))
+            await sdk_session.aclose()
         token = self._token or get_token()  # the client's own fallback
         headers = {"authorization": f"Bearer {token}"} if token else {}
         timeout = self.timeouts.longest
@@ -316,8 +319,13 @@ class _InferenceClient(AsyncInferenceClient):
     and are not affected."""
 
     async def _get_async_client(self) -> httpx2.AsyncClient:
-        session = await super()._get_async_client()  # type: ignore[no-untyped-call]
-        return same_host_redirects_only(session)
+        # As the client builds its own (one per client, closed with it), on
+        # aiohttp's transport (core.http).
+        if self._async_client is None:
+            sdk_session = get_async_session()
+            self._async_client = await self.exit_stack.enter_async_context(like(sdk_session))
+            await sdk_session.aclose()  # never used: it opened no connection
+        return same_host_redirects_only(self._async_client)
 
 
 def same_host_redirects_only(session: httpx2.AsyncClient) -> httpx2.AsyncClient:

@@ -105,6 +105,23 @@ def _clean(value: dict[str, Any]) -> dict[str, Any]:
 _J: sa.Table = TurnJob.__table__  # type: ignore[assignment]
 _C = _J.c
 
+# The claim's values, bound at execution (its statement is built once per shape).
+_OWNER = sa.bindparam("owner", type_=_C.lease_owner.type)
+_NOW = sa.bindparam("now", type_=_C.lease_expires.type)
+_HOLD_BEFORE = sa.bindparam("hold_before", type_=_C.created_at.type)
+_LIMIT = sa.bindparam("limit", type_=sa.Integer)
+
+
+@dataclass(frozen=True, slots=True)
+class _ClaimShape:
+    """What a claim statement's SQL depends on (its values are parameters)."""
+
+    asked: bool  # the adapter-asked ids are given (own reservations need them)
+    held: bool  # ...and the hold time for reservations never asked for
+    budget: bool  # a byte budget applies
+    room: bool  # some of it is left (else no job with files is looked at)
+    alone: bool  # no job with files runs here (one over the budget may start)
+
 
 def _summary(cp: dict[str, Any] | None) -> dict[str, Any] | None:
     """What a finished job keeps of its checkpoint: no files, no results."""
@@ -142,10 +159,10 @@ def _row(r: Any) -> JobRow:
 
 def _claimable(
     t: Any,
-    owner: str,
-    now: datetime,
-    asked: Sequence[int] | None = None,
-    hold_before: datetime | None = None,
+    owner: Any,
+    now: Any,
+    asked: Sequence[int] | sa.BindParameter[Any] | None = None,
+    hold_before: Any = None,
 ) -> sa.ColumnElement[bool]:
     """A job (a row of ``t``: the table or an alias of it) ``owner`` may start
     now: queued and free (never leased, released, reserved by ``owner``
@@ -158,7 +175,10 @@ def _claimable(
     c = t.c
     own: sa.ColumnElement[bool] = c.lease_owner == owner
     if asked is not None:
-        allowed: list[sa.ColumnElement[bool]] = [c.id.in_(list(asked))] if asked else []
+        if isinstance(asked, sa.BindParameter):
+            allowed: list[sa.ColumnElement[bool]] = [c.id.in_(asked)]
+        else:
+            allowed = [c.id.in_(list(asked))] if asked else []
         if hold_before is not None:
             allowed.append(c.created_at < hold_before)
         own = sa.and_(own, sa.or_(*allowed)) if allowed else sa.false()
@@ -218,6 +238,7 @@ class JobStore:
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
         self.dialect = repo.db.dialect
+        self._claims: dict[_ClaimShape, Any] = {}
 
     def _session(self, action: str, *, write: bool = False) -> Any:
         return self.repo._session(action, write=write)
@@ -334,23 +355,16 @@ class JobStore:
 
     # --- claiming ----------------------------------------------------------
 
-    def _candidates(
-        self,
-        owner: str,
-        kinds: list[str],
-        now: datetime,
-        limit: int,
-        asked: Sequence[int] | None,
-        hold_before: datetime | None,
-        uploads: bool | None = None,
-    ) -> sa.CTE:
-        """The jobs that may start, oldest first: claimable, of ``kinds``,
-        and the head of their conversation (no earlier job of it unfinished),
-        so at most one per conversation; at most ``limit``; with ``uploads``
-        only those with (True) or without (False) files.  Their ids and upload
-        bytes, as a materialised CTE (chosen once: PostgreSQL may run a
-        subquery again, and would then pick other rows), on PostgreSQL locked,
-        skipping rows another process is claiming."""
+    def _candidates(self, asked: bool, held: bool, uploads: bool | None = None) -> sa.CTE:
+        """The jobs that may start, oldest first: claimable, of the kinds asked
+        for, and the head of their conversation (no earlier job of it
+        unfinished), so at most one per conversation; at most ``limit``;
+        with ``uploads`` only those with (True) or without (False) files.
+        Their ids and upload bytes, as a materialised CTE (chosen once:
+        PostgreSQL may run a subquery again, and would then pick other rows),
+        on PostgreSQL locked, skipping rows another process is claiming.
+        ``asked``/``held``: whether the ``asked`` ids and ``hold_before`` are
+        given (the statement's shape; their values are bound at execution)."""
         cand = _J.alias("cand")
         earlier = _J.alias("earlier")
         blocked = (
@@ -362,28 +376,28 @@ class JobStore:
             )
             .exists()
         )
-        where = [cand.c.kind.in_(kinds), _claimable(cand, owner, now, asked, hold_before), ~blocked]
+        claimable = _claimable(
+            cand,
+            _OWNER,
+            _NOW,
+            sa.bindparam("asked", expanding=True) if asked else None,
+            _HOLD_BEFORE if held else None,
+        )
+        where = [cand.c.kind.in_(sa.bindparam("kinds", expanding=True)), claimable, ~blocked]
         if uploads is not None:
             where.append(cand.c.upload_bytes > 0 if uploads else cand.c.upload_bytes == 0)
         heads = (
-            sa.select(cand.c.id, cand.c.upload_bytes).where(*where).order_by(cand.c.id).limit(limit)
+            sa.select(cand.c.id, cand.c.upload_bytes)
+            .where(*where)
+            .order_by(cand.c.id)
+            .limit(_LIMIT)
         )
         if self.dialect == "postgresql":
             heads = heads.with_for_update(skip_locked=True)
         name = {None: "heads", True: "with_files", False: "text_only"}[uploads]
         return heads.cte(name).prefix_with("MATERIALIZED")
 
-    def _chosen(
-        self,
-        owner: str,
-        kinds: list[str],
-        now: datetime,
-        limit: int,
-        asked: Sequence[int] | None,
-        hold_before: datetime | None,
-        upload_budget: int | None,
-        uploads_held: int,
-    ) -> sa.CTE:
+    def _chosen(self, shape: _ClaimShape) -> sa.CTE:
         """The ids to start (see :meth:`claim`).  With a byte budget, two
         streams of heads: the first ``limit`` without files, and the first
         ``limit`` with files, of which those whose running total of upload
@@ -392,19 +406,18 @@ class JobStore:
         whole budget fits only first, and only when none with files runs
         here); then the first ``limit`` of both by id.  (Those are among the
         first ``limit`` of each stream, so nothing is missed.)"""
-        if upload_budget is None:
-            return self._candidates(owner, kinds, now, limit, asked, hold_before)
-        text_only = self._candidates(owner, kinds, now, limit, asked, hold_before, uploads=False)
-        room = upload_budget - uploads_held
-        if room <= 0:  # nothing with files can start: leave those rows alone
+        if not shape.budget:
+            return self._candidates(shape.asked, shape.held)
+        text_only = self._candidates(shape.asked, shape.held, uploads=False)
+        if not shape.room:  # nothing with files can start: leave those rows alone
             return text_only
-        with_files = self._candidates(owner, kinds, now, limit, asked, hold_before, uploads=True)
+        with_files = self._candidates(shape.asked, shape.held, uploads=True)
         total = sa.func.sum(with_files.c.upload_bytes).over(order_by=with_files.c.id)
         ranked = sa.select(
             with_files.c.id, with_files.c.upload_bytes, total.label("total")
         ).subquery("ranked")
-        fits = ranked.c.total <= room
-        if uploads_held == 0:  # the first with files may run alone, however big
+        fits = ranked.c.total <= sa.bindparam("room", type_=sa.BigInteger)
+        if shape.alone:  # the first with files may run alone, however big
             fits = sa.or_(fits, ranked.c.total == ranked.c.upload_bytes)
         both = sa.union_all(sa.select(text_only.c.id), sa.select(ranked.c.id).where(fits)).subquery(
             "both"
@@ -412,10 +425,32 @@ class JobStore:
         return (
             sa.select(both.c.id)
             .order_by(both.c.id)
-            .limit(limit)
+            .limit(_LIMIT)
             .cte("chosen")
             .prefix_with("MATERIALIZED")
         )
+
+    def _claim_statement(self, shape: _ClaimShape) -> Any:
+        """The claim statement of ``shape``, built once per store: its values
+        are bound at execution, so each claim skips building and hashing a
+        statement of a dozen clauses (most of an idle round's CPU)."""
+        stmt = self._claims.get(shape)
+        if stmt is None:
+            chosen = self._chosen(shape)
+            stmt = (
+                sa.update(_J)
+                .where(_C.id.in_(sa.select(chosen.c.id)), _claimable(_J, _OWNER, _NOW))
+                .values(
+                    state=RUNNING,
+                    lease_owner=_OWNER,
+                    lease_expires=sa.bindparam("expires", type_=_C.lease_expires.type),
+                    attempts=_C.attempts + 1,
+                    updated_at=_NOW,
+                )
+                .returning(*_C)
+            )
+            self._claims[shape] = stmt
+        return stmt
 
     async def claim(
         self,
@@ -449,22 +484,28 @@ class JobStore:
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
-        chosen = self._chosen(
-            owner, kinds, now, limit, asked, hold_before, upload_budget, uploads_held
+        room = (upload_budget - uploads_held) if upload_budget is not None else 0
+        shape = _ClaimShape(
+            asked=asked is not None,
+            held=asked is not None and hold_before is not None,
+            budget=upload_budget is not None,
+            room=room > 0,
+            alone=uploads_held == 0,
         )
+        params: dict[str, Any] = {
+            "owner": owner,
+            "now": now,
+            "expires": now + timedelta(seconds=lease),
+            "kinds": kinds,
+            "limit": limit,
+            "room": room,
+        }
+        if asked is not None:
+            params["asked"] = list(asked)
+            if hold_before is not None:
+                params["hold_before"] = hold_before
         async with self._session("claim work", write=True) as s:
-            rows = await s.execute(
-                sa.update(_J)
-                .where(_C.id.in_(sa.select(chosen.c.id)), _claimable(_J, owner, now))
-                .values(
-                    state=RUNNING,
-                    lease_owner=owner,
-                    lease_expires=now + timedelta(seconds=lease),
-                    attempts=_C.attempts + 1,
-                    updated_at=now,
-                )
-                .returning(*_C)
-            )
+            rows = await s.execute(self._claim_statement(shape), params)
             return sorted((_row(r) for r in rows.all()), key=lambda j: j.id)
 
     # --- while running ------------------------------------------------------

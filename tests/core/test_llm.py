@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from typing import Any
 
 import openai
@@ -15,6 +14,7 @@ import pytest
 from core.errors import ConfigError, RunFailed
 from core.llm import HF_BILLING_URL, LLM, BudgetExhausted, JSONSchema, estimate_tokens
 from core.types import Usage
+from tests.fakes.loopback import free_port as closed_port
 from tests.fakes.openai_fake import FakeLLM, WeakModel
 
 KEY = "sk-test-secret"
@@ -40,12 +40,6 @@ SCHEMA = JSONSchema(
 def tokens_of(messages: list[dict[str, str]], reply: str) -> tuple[int, int]:
     """What the fake reports: characters // 4."""
     return sum(len(m["content"]) for m in messages) // 4, len(reply) // 4
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def formats(fake: FakeLLM) -> list[str | None]:

@@ -29,6 +29,8 @@ async def serve(app: web.Application) -> AsyncIterator[str]:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on (bound once, then released): for a
+    server to start on, or a connection to be refused by."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,12 +13,7 @@ from core.errors import StoreUnavailable
 from core.store import Database, MediaStore, Repo
 from tests.core.store.builders import CHANNEL, turn
 from tests.fakes.db_fixtures import sqlite_url
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.fakes.loopback import free_port as closed_port
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
