@@ -217,6 +217,14 @@ async def _update_held(
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+# The checkpoint write (several per request): built once, values bound.
+_MARK_SAVED = (
+    sa.update(_J)
+    .where(_C.id == sa.bindparam("job_id"), _C.lease_owner == _OWNER, _C.state == RUNNING)
+    .values(checkpoint=sa.bindparam("cp", type_=_C.checkpoint.type), updated_at=_NOW)
+)
+
+
 async def mark_saved(
     s: AsyncSession,
     job_id: int,
@@ -227,8 +235,9 @@ async def mark_saved(
     """Store the job's checkpoint in the caller's transaction (the one that
     saves the turn); :class:`LeaseLost` (rolling it back) if ``owner`` no
     longer holds the job."""
-    values = {"checkpoint": _clean(checkpoint), "updated_at": now or utcnow()}
-    if await _update_held(s, job_id, owner, values, running=True) != 1:
+    params = {"job_id": job_id, "owner": owner, "cp": _clean(checkpoint), "now": now or utcnow()}
+    result = await s.execute(_MARK_SAVED, params)
+    if result.rowcount != 1:  # type: ignore[attr-defined]
         raise LeaseLost(f"job {job_id} is no longer held by {owner}")
 
 
