@@ -89,7 +89,15 @@ from core.types import (
     UsageLine,
     UsageReport,
 )
-from core.usage import Caller, GroupBy, UsageTotals, parse_since, provider_resolver, turn_usage
+from core.usage import (
+    Caller,
+    GroupBy,
+    TurnUsage,
+    UsageTotals,
+    parse_since,
+    provider_resolver,
+    turn_usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -259,8 +267,7 @@ class Agent:
                 )
             turn.timings["total"] = round(time.perf_counter() - t0, 3)
             reply = replace(reply, timings=Timings.of(turn.timings))
-            reply = await self._persist(turn, reply, job, cp)
-            await self._record_usage(turn.request, reply)
+            reply = await self._persist(turn, reply, job, cp, with_usage=True)
             log.info(
                 "request %s done in %.2fs: %d tasks, %d llm calls, %s",
                 request.request_id,
@@ -354,22 +361,24 @@ class Agent:
             usable=lambda task, m: bool(self.router.usable_models(task, [m])),
         )
 
-    async def _record_usage(self, request: Request, reply: Reply) -> None:
-        """One usage row per turn (a resumed turn recording again is ignored);
-        never fails the turn."""
+    def _turn_usage(self, request: Request, reply: Reply) -> TurnUsage:
+        return turn_usage(
+            request,
+            reply.usage,
+            reply.tasks,
+            llm_model=self.llm.model,
+            error=reply.error,
+            provider_of=self._provider_of,
+        )
+
+    async def _record_usage(self, usage: TurnUsage) -> None:
+        """The usage of a turn that could not be saved, in a transaction of
+        its own (a saved turn's is written with it: :meth:`_persist`); a
+        request recorded before is ignored.  Never fails the turn."""
         try:
-            await self.usage_store.record(
-                turn_usage(
-                    request,
-                    reply.usage,
-                    reply.tasks,
-                    llm_model=self.llm.model,
-                    error=reply.error,
-                    provider_of=self._provider_of,
-                )
-            )
+            await self.usage_store.record(usage)
         except (StoreUnavailable, StoreRejected) as e:
-            log.error("request %s: usage not recorded: %s", request.request_id, e)
+            log.error("request %s: usage not recorded: %s", usage.request_id, e)
 
     async def plan_only(self, request: Request) -> PlanPreview:
         usage = Usage()
@@ -978,8 +987,15 @@ class Agent:
         reply: Reply,
         job: Job | None = None,
         cp: Checkpoint | None = None,
+        *,
+        with_usage: bool = False,
     ) -> Reply:
-        record = TurnRecord(turn.request, tuple(turn.uploads), reply)
+        """Save the turn (with the job's final checkpoint, and ``with_usage``
+        its usage rows: one transaction).  A turn the store refuses or cannot
+        take is answered anyway, with a note; its usage is then recorded on
+        its own, so every turn is counted exactly once."""
+        usage = self._turn_usage(turn.request, reply) if with_usage else None
+        record = TurnRecord(turn.request, tuple(turn.uploads), reply, usage=usage)
         if job is not None:
             state = cp or Checkpoint()
 
@@ -994,34 +1010,52 @@ class Agent:
         except StoreUnavailable as e:
             log.error("request %s: could not save the turn: %s", turn.request.request_id, e)
             note = "(Note: the history database is unavailable, so this turn was not saved.)"
-            return replace(reply, text=f"{reply.text}\n\n{note}")
         except (StoreConflict, StoreRejected) as e:
             log.error("request %s: %s", turn.request.request_id, e)
             note = "(Note: this turn could not be saved; the details are in the log.)"
-            return replace(reply, text=f"{reply.text}\n\n{note}")
-        generated = tuple(r for r in final if r.source == "generated")
-        return replace(reply, files=generated) if generated else reply
+        else:
+            generated = tuple(r for r in final if r.source == "generated")
+            return replace(reply, files=generated) if generated else reply
+        if usage is not None:
+            await self._record_usage(usage)
+        return replace(reply, text=f"{reply.text}\n\n{note}")
 
 
 class _Progress:
     """Checkpoints one request's progress on its job (nothing without a job).
-    Writes are serialised, each with the newest state, so a slower write
-    never overwrites a newer one."""
+
+    Group commit: one write at a time, each with the newest state.  A save
+    asked for while a write is under way does not queue a write of its own:
+    the next write carries the state of every caller who asked meanwhile,
+    and each caller returns once a write begun after it asked has finished
+    (its state is in the checkpoint then: a finished task's result is
+    stored before the task is reported as kept).  A slower write never
+    overwrites a newer one."""
 
     def __init__(self, agent: Agent, job: Job | None, cp: Checkpoint) -> None:
         self.agent = agent
         self.job = job
         self.cp = cp
         self._lock = asyncio.Lock()
+        self._asked = 0  # saves asked for so far (each caller's number)
+        self._written = 0  # every save up to this number is in a finished write
 
     async def save(self, turn: Turn) -> None:
         if self.job is None:
             return
+        self._asked += 1
+        mine = self._asked
         async with self._lock:
+            if self._written >= mine:
+                return  # a write that began after this caller asked carried its state
+            # No await from here to the write's start: the state taken is that
+            # of every save asked for so far.
+            covers = self._asked
             self.cp.generated = list(turn.generated)
             self.cp.usage = turn.usage
             self.cp.timings = dict(turn.timings)
             await self.job.save_checkpoint(self.cp.to_json(self.agent.media))
+            self._written = covers
 
     def task_finished(self, turn: Turn) -> Any:
         async def on_finished(o: TaskOutcome) -> None:

@@ -4,9 +4,11 @@ One :class:`TurnUsage` per answered request: the language model's calls and
 tokens (every request sent counts, failed ones too, as :class:`core.types.Usage`
 counts them), and one :class:`ModelCall` per planned task that was sent to a
 model (its model, provider, backend, seconds and outcome).  They are recorded
-once per turn by :class:`core.store.usage.UsageStore` (a resumed request that
-records again is ignored, keyed on the request id) and summed by
-:class:`GroupBy` (user, channel, server, model) over a :class:`UsageFilter`.
+once per turn by :func:`core.store.usage.insert_usage`, in the transaction
+that saves the turn (or on their own for a turn that could not be saved; a
+resumed request that records again is ignored, keyed on the request id) and
+summed by :class:`GroupBy` (user, channel, server, model) over a
+:class:`UsageFilter`.
 
 Cost: neither the Hugging Face router nor Inference Providers documents a
 price in its responses (the hub-docs pricing page points at the billing

@@ -30,7 +30,7 @@ way on both backends, for every value written or looked up:
 If the database still refuses part of a turn (an encoding it lacks, a
 constraint an operator added), the turn is saved again with that part in
 ASCII, then without its free text (a placeholder says so), then (files, task
-runs) without those rows — a turn is never lost to a refused value.
+runs, usage) without those rows — a turn is never lost to a refused value.
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ from core.store.db import (
 from core.store.jobs import JobFence, JobStore, mark_saved
 from core.store.media import MediaStore, PruneReport
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
+from core.store.usage import insert_usage
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
+from core.usage import TurnUsage
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,9 @@ class TurnRecord:
     # turn's own transaction (a resumed job never saves its turn twice), and
     # only while this process still holds the job (else LeaseLost).
     job: JobFence | None = None
+    # The turn's usage rows (core.store.usage), written in the same
+    # transaction: counted exactly when the turn is stored.
+    usage: TurnUsage | None = None
 
 
 # --- what the database will take --------------------------------------------
@@ -284,13 +289,14 @@ def fit_user(user_id: str | None, *, ascii_only: bool = False) -> str | None:
 # How far each part of a turn has been degraded after the database refused
 # it: 0 as given (cleaned), 1 ASCII only, 2 without its free text (messages:
 # a placeholder; task runs: no args, result, error or model; files: not
-# recorded), 3 (task runs) not recorded.
-_PARTS = {"user": 2, "assistant": 2, "files": 2, "tasks": 3}
+# recorded), 3 (task runs) not recorded; usage rows: 1 not recorded.
+_PARTS = {"user": 2, "assistant": 2, "files": 2, "tasks": 3, "usage": 1}
 _SHAPES = {
     "user": ("as given", "in ASCII", "as a placeholder"),
     "assistant": ("as given", "in ASCII", "as a placeholder"),
     "files": ("as given", "in ASCII", "left out"),
     "tasks": ("as given", "in ASCII", "without args, result, error and model", "left out"),
+    "usage": ("as given", "left out"),
 }
 
 
@@ -588,6 +594,11 @@ class Repo:
                     for t in reply.tasks
                 ],
             )
+        if turn.usage is not None and shape["usage"] < 1:
+            attempt.part = "usage"
+            await insert_usage(s, self.db.dialect, turn.usage)
+        elif turn.usage is not None:
+            log.error("request %s: usage not recorded (the database refused it)", req.request_id)
         if turn.job is not None:
             attempt.part = "job"
             fence = turn.job

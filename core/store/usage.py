@@ -1,6 +1,8 @@
 """Usage rows: one per turn (``usage_turns``), one per model call
-(``usage_model_calls``), written together in one transaction, and summed by
-user, channel, server or model (see :mod:`core.usage`).
+(``usage_model_calls``), written together by :func:`insert_usage` — in the
+transaction that saves the turn (:meth:`core.store.repo.Repo.save_turn`),
+or in one of their own (:meth:`UsageStore.record`) for a turn that was not
+saved — and summed by user, channel, server or model (see :mod:`core.usage`).
 
 A turn is recorded once: its ``request_id`` is unique, and a second record
 of the same request (a resumed job recording again) inserts nothing.  Text
@@ -21,7 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.store.db import Database
 from core.store.models import UsageModelCall, UsageTurn
-from core.store.repo import fit
 from core.usage import (
     GroupBy,
     TurnUsage,
@@ -36,11 +37,64 @@ T, C = UsageTurn, UsageModelCall
 
 
 def _fit(value: str, column: Any) -> str:
+    # Imported here: the repo imports this module (a saved turn's usage
+    # rows are inserted in its transaction), as core.store.jobs does.
+    from core.store.repo import fit
+
     return fit(value, column.type.length)
 
 
 def _fit_opt(value: str | None, column: Any) -> str | None:
     return None if value is None else _fit(value, column)
+
+
+async def insert_usage(s: AsyncSession, dialect: str, u: TurnUsage) -> bool:
+    """Insert one turn's usage rows in the caller's transaction (the one
+    place they are written: :meth:`UsageStore.record`, and the turn's own
+    save); False when this request was recorded before."""
+    values = {
+        "request_id": _fit(u.request_id, T.request_id),
+        "created_at": u.at,
+        "platform": _fit(u.platform, T.platform),
+        "server": _fit(u.server, T.server),
+        "conversation": _fit(u.conversation, T.conversation),
+        "user_id": _fit(u.user_id, T.user_id),
+        "llm_model": _fit_opt(u.llm_model, T.llm_model),
+        "llm_host": _fit_opt(u.llm_host, T.llm_host),
+        "llm_calls": max(0, u.llm_calls),
+        "prompt_tokens": max(0, u.prompt_tokens),
+        "completion_tokens": max(0, u.completion_tokens),
+        "llm_cost_micro_usd": to_micro(u.llm_cost_usd),
+        "error": u.error,
+    }
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = (
+        insert(UsageTurn)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["request_id"])
+        .returning(UsageTurn.id)
+    )
+    turn_id = (await s.execute(stmt)).scalar()
+    if turn_id is None:
+        return False
+    if u.model_calls:
+        await s.execute(
+            sa.insert(UsageModelCall),
+            [
+                {
+                    "turn_id": turn_id,
+                    "task": _fit(c.task, C.task),
+                    "model": _fit(c.model, C.model),
+                    "provider": _fit_opt(c.provider, C.provider),
+                    "backend": _fit_opt(c.backend, C.backend),
+                    "status": _fit(c.status, C.status),
+                    "seconds": max(0.0, float(c.seconds)),
+                    "cost_micro_usd": to_micro(c.cost_usd),
+                }
+                for c in u.model_calls
+            ],
+        )
+    return True
 
 
 class UsageStore:
@@ -55,51 +109,11 @@ class UsageStore:
     # --- writing --------------------------------------------------------
 
     async def record(self, u: TurnUsage) -> bool:
-        """Store one turn's usage; False when this request was recorded before."""
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        values = {
-            "request_id": _fit(u.request_id, T.request_id),
-            "created_at": u.at,
-            "platform": _fit(u.platform, T.platform),
-            "server": _fit(u.server, T.server),
-            "conversation": _fit(u.conversation, T.conversation),
-            "user_id": _fit(u.user_id, T.user_id),
-            "llm_model": _fit_opt(u.llm_model, T.llm_model),
-            "llm_host": _fit_opt(u.llm_host, T.llm_host),
-            "llm_calls": max(0, u.llm_calls),
-            "prompt_tokens": max(0, u.prompt_tokens),
-            "completion_tokens": max(0, u.completion_tokens),
-            "llm_cost_micro_usd": to_micro(u.llm_cost_usd),
-            "error": u.error,
-        }
-        stmt = (
-            dialect.insert(UsageTurn)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["request_id"])
-            .returning(UsageTurn.id)
-        )
+        """Store one turn's usage in a transaction of its own (a turn that is
+        saved writes it in the turn's: :class:`~core.store.repo.TurnRecord`);
+        False when this request was recorded before."""
         async with self._session("record the usage", write=True) as s:
-            turn_id = (await s.execute(stmt)).scalar()
-            if turn_id is None:
-                return False
-            if u.model_calls:
-                await s.execute(
-                    sa.insert(UsageModelCall),
-                    [
-                        {
-                            "turn_id": turn_id,
-                            "task": _fit(c.task, C.task),
-                            "model": _fit(c.model, C.model),
-                            "provider": _fit_opt(c.provider, C.provider),
-                            "backend": _fit_opt(c.backend, C.backend),
-                            "status": _fit(c.status, C.status),
-                            "seconds": max(0.0, float(c.seconds)),
-                            "cost_micro_usd": to_micro(c.cost_usd),
-                        }
-                        for c in u.model_calls
-                    ],
-                )
-        return True
+            return await insert_usage(s, self.db.dialect, u)
 
     # --- reading --------------------------------------------------------
 

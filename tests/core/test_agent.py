@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from core.config import RESTARTING
 from core.tasks import TaskTimeouts
 from core.types import (
@@ -25,6 +27,7 @@ from core.types import (
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
 from tests.fakes.openai_fake import WeakModel, stage_of
 from tests.fakes.samples import sample_png, sample_wav
+from tests.fakes.speculation import Seen, choice_known
 
 KEY = ConversationKey("cli", "local", "test", None)
 
@@ -197,8 +200,16 @@ async def test_empty_plan_answers_directly(agent_env: AgentEnv) -> None:
     assert env.hf.calls == []
 
 
-async def test_selection_is_one_batched_llm_call(agent_env: AgentEnv) -> None:
+async def test_selection_is_one_batched_llm_call(
+    agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = agent_env
+    # the most downloaded summarizer is still running when the choice comes
+    env.hf.serve(
+        model_a("summarization"),
+        "summarization",
+        Seen("summarization", hold=choice_known(env, monkeypatch)),
+    )
     env.llm.reply(
         "plan",
         plan(
@@ -510,9 +521,14 @@ async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: 
 
 
 async def test_whole_request_on_a_reasoning_model_is_answered_unchanged(
-    agent_env: AgentEnv,
+    agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = agent_env
+    env.hf.serve(
+        model_a("summarization"),
+        "summarization",
+        Seen("summarization", hold=choice_known(env, monkeypatch)),
+    )
     env.llm.reasoning_rules = True  # temperature != 1 or max_tokens: HTTP 400
     env.llm.reply("plan", plan(step(0, "summarization", text="a long text")))
     env.llm.reply("select", json.dumps({"0": {"id": model_b("summarization"), "reason": "r"}}))

@@ -23,16 +23,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.execution import Assignment
 from core.jobs import TurnJob
 from core.selection import FINISHED_FIRST, MOST_DOWNLOADED
 from core.store.models import ResourceRow
 from core.types import ConversationKey, Request, TaskStatus
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b, open_agent_env
-from tests.fakes.hf_fake import FakeHF, HFCall, default_response
+from tests.fakes.hf_fake import FakeHF
 from tests.fakes.job_fixtures import KIND, RecordingRunner, submit
 from tests.fakes.openai_fake import FakeLLM
 from tests.fakes.samples import sample_png
+from tests.fakes.speculation import Seen, choice_after, choice_known
 
 KEY = ConversationKey("cli", "local", "speculation", None)
 GUESSED = sample_png(48, 48)  # what model a draws
@@ -47,42 +47,6 @@ FOX = json.dumps(
 ASK = "draw a fox and say what it is"
 
 
-class Seen:
-    """A model on the HF fake that notes each call (an event a test can wait
-    on) and, given ``hold``, answers only once it is set."""
-
-    def __init__(self, task: str, answer: Any = None, hold: asyncio.Event | None = None) -> None:
-        self.task = task
-        self.answer = answer
-        self.hold = hold
-        self.calls: list[HFCall] = []
-        self.arrived = asyncio.Event()
-
-    async def __call__(self, call: HFCall) -> Any:
-        self.calls.append(call)
-        self.arrived.set()
-        if self.hold is not None:
-            async with asyncio.timeout(10):  # a bound for a broken run, not a timing
-                await self.hold.wait()
-        return self.answer if self.answer is not None else default_response(self.task, call)
-
-
-def choice_after(event: asyncio.Event, picks: dict[str, str], seen: list[bool]) -> Any:
-    """A selection answer the fake LLM sends only once ``event`` is set
-    (``seen`` records whether it was, rather than hanging a broken run)."""
-
-    async def answer(body: dict[str, Any]) -> str:
-        try:
-            async with asyncio.timeout(10):
-                await event.wait()
-            seen.append(True)
-        except TimeoutError:
-            seen.append(False)
-        return json.dumps({k: {"id": v, "reason": f"{v} fits best"} for k, v in picks.items()})
-
-    return answer
-
-
 @pytest.fixture
 def release() -> Iterator[list[asyncio.Event]]:
     """Events a test holds fake answers on; all set at the end, so a handler
@@ -91,27 +55,6 @@ def release() -> Iterator[list[asyncio.Event]]:
     yield held
     for e in held:
         e.set()
-
-
-def choice_known(env: AgentEnv, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
-    """Set once the executor has the models in force (the choice arrived, or
-    was cancelled), right after the agent recorded them."""
-    known = asyncio.Event()
-    executor = env.agent.executor
-    run = executor.run
-
-    async def spied(*args: Any, **kw: Any) -> Any:
-        on_chosen = kw.get("on_chosen")
-
-        async def spy(final: Assignment) -> None:
-            if on_chosen is not None:
-                await on_chosen(final)
-            known.set()
-
-        return await run(*args, **{**kw, "on_chosen": spy})
-
-    monkeypatch.setattr(executor, "run", spied)
-    return known
 
 
 def media_hashes(root: Path) -> set[str]:
