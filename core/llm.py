@@ -458,6 +458,8 @@ class LLM:
 
     async def context_window(self) -> int | None:
         """The server's context size in tokens, when it says (looked up once)."""
+        if not self._probe and not self._setup.locked():
+            return self._n_ctx  # looked up already (every call after the first)
         async with self._setup:
             if self._probe:
                 self._probe = False
