@@ -55,6 +55,7 @@ from adapters.chat.render import (
 from adapters.chat.text import shorten
 from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MARKUP, MESSAGE_LIMIT, to_mrkdwn
+from adapters.slack.posted import PostLookup
 from adapters.slack.surface import FILES_PER_MESSAGE, SlackSurface
 from core.types import AgentAPI, Job, Notice, Resource, Stage, TaskState, TaskStatus
 
@@ -222,6 +223,7 @@ class AssistantSurface:
         job: Job | None = None,
         request_id: str = "",
         title: str | None = None,
+        lookup: PostLookup | None = None,
     ) -> None:
         self._client = client
         self._config = config
@@ -239,6 +241,7 @@ class AssistantSurface:
             user=user,
             job=job,
             request_id=self._rid,
+            lookup=lookup,  # the runner's: a missing scope is logged once per process
         )
         ref = self._ref()
         self.native = "ts" not in ref  # a status message exists: it goes on there

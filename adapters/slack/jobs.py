@@ -132,6 +132,7 @@ class SlackRunner:
                 features=self.features,
                 job=job,
                 title=self._title(incoming, thread) if titled else None,
+                lookup=self.lookup,
             )
         return SlackSurface(
             self.agent,
