@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -30,9 +31,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot")
 
 
+def _prog() -> str:
+    """How the person started us: the console script by its name, else ``python -m bot``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name.startswith("hugginggpt-bot") else "python -m bot"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m bot",
+        prog=_prog(),
         description="HuggingGPT chat bot: an LLM plans AI tasks, runs Hugging Face models, answers.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

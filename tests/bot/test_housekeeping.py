@@ -237,6 +237,15 @@ def test_console_script_runs_the_cli() -> None:
     assert out.returncode == 0, out.stderr
     for command in ("run", "ask", "chat", "db", "models", "doctor"):
         assert command in out.stdout
+    assert out.stdout.startswith("usage: hugginggpt-bot ")  # named as it was started
+    by_module = subprocess.run(
+        [sys.executable, "-m", "bot", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert by_module.stdout.startswith("usage: python -m bot ")
     (entry,) = [
         e for e in metadata.entry_points(group="console_scripts") if e.name == "hugginggpt-bot"
     ]
