@@ -92,6 +92,7 @@ def agent_config(settings: Settings) -> AgentConfig:
     return AgentConfig(
         top_k=settings.top_k,
         selection=settings.model_selection,
+        selection_delay=settings.selection_delay,
         concurrency=settings.max_concurrent_tasks,
         max_parallel_tasks=settings.max_parallel_tasks,
         result_cache_entries=settings.result_cache_entries,

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # --- model selection ---
     model_catalog: Path | None = None
     model_selection: Literal["llm", "downloads"] = "llm"
+    # Independent tasks run this long on their most downloaded model before the
+    # LLM is asked to choose; those done sooner need no choice (0: ask at once).
+    selection_delay: float = Field(default=1.0, ge=0)
     top_k: int = 5
 
     # --- execution ---

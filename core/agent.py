@@ -796,10 +796,18 @@ class Agent:
         guesses = first_guesses(plan, candidates)
         await emit(StageStarted(Stage.SELECTING, planned=len(plan)))
         chosen: dict[int, Selection] = {}
+        mode = turn.settings.selection if turn.settings else self.config.selection
+        # Every task starts now on its guess: one that finishes within the delay
+        # keeps it whatever the LLM would say, so the LLM is asked only if one
+        # still runs then (a plan with dependents asks at once: their choice
+        # must be there before they start).
+        delay = self.config.selection_delay if mode == "llm" and not any(t.dep for t in plan) else 0
 
         async def choose() -> Assignment:
             timer: telemetry.StageTimer | None = None
             try:
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 with telemetry.stage("selection") as timer:
                     async with self._llm_stage(Stage.SELECTING, emit):
                         chosen.update(
@@ -811,8 +819,9 @@ class Agent:
                     )
             except asyncio.CancelledError:
                 log.info(
-                    "request %s: every task finished on its first candidate; selection cancelled",
+                    "request %s: every task finished on its first candidate; selection %s",
                     req.request_id,
+                    "cancelled" if timer is not None else "not asked",
                 )
                 raise
             finally:

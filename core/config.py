@@ -21,6 +21,12 @@ STORE_DOWN = (
 class AgentConfig:
     top_k: int = 5
     selection: str = "llm"  # "llm" | "downloads"
+    # Seconds the tasks of a plan that all start at once (no task waits for
+    # another) run on their most downloaded model before the LLM is asked to
+    # choose: one that finishes sooner keeps its model either way (as a guess
+    # that finishes before the choice does), so the call is not made at all.
+    # 0: ask at once (the library default; the bot's setting is 1 s).
+    selection_delay: float = 0.0
     # Local inference calls at once in this process (they share its CPU/GPU);
     # hosted calls are not limited process-wide.
     concurrency: int = 4

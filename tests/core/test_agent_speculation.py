@@ -261,3 +261,66 @@ async def test_a_job_without_the_choice_checkpoints_the_guesses(
         k: {"model": m, "reason": FINISHED_FIRST, "by_llm": False} for k, m in guesses.items()
     }
     assert {k: v["model"] for k, v in cp["outcomes"].items()} == guesses
+
+
+# --- SELECTION_DELAY: independent tasks done within it need no choice --------
+
+WIDE = json.dumps(
+    [
+        {"task": DRAW, "id": 0, "dep": [-1], "args": {"text": "a fox"}},
+        {"task": DRAW, "id": 1, "dep": [-1], "args": {"text": "a hen"}},
+    ]
+)
+
+
+async def test_independent_tasks_done_within_the_delay_ask_no_llm_to_choose(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF
+) -> None:
+    # a delay no test run reaches: the tasks end long before it
+    async with open_agent_env(tmp_path, llm_fake, hf_fake, selection_delay=600) as env:
+        env.llm.reply("plan", WIDE)
+        reply = await env.agent.handle(Request(KEY, "u1", "draw a fox and a hen"))
+        assert not reply.error, reply.text
+        assert env.llm.calls("select") == []  # never asked
+        assert [t.model for t in reply.tasks] == [model_a(DRAW)] * 2
+        assert [t.reason for t in reply.tasks] == [FINISHED_FIRST] * 2
+        assert reply.usage.llm_calls == 2  # plan and answer
+
+
+async def test_a_task_still_running_after_the_delay_gets_the_choice(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, release: list[asyncio.Event]
+) -> None:
+    async with open_agent_env(tmp_path, llm_fake, hf_fake, selection_delay=0.01) as env:
+        held = asyncio.Event()
+        release.append(held)
+        draw = Seen(DRAW, hold=held)  # runs until the LLM has been asked
+        env.hf.serve(model_a(DRAW), DRAW, draw)
+        env.llm.reply("plan", json.dumps([json.loads(WIDE)[0]]))
+
+        async def choice(body: dict[str, Any]) -> str:
+            held.set()  # asked while the guess still runs
+            return json.dumps({"0": {"id": model_b(DRAW), "reason": "sharper foxes"}})
+
+        env.llm.reply("select", choice)
+        reply = await env.agent.handle(Request(KEY, "u1", "draw a fox"))
+        assert not reply.error, reply.text
+        assert len(env.llm.calls("select")) == 1
+        assert reply.tasks[0].model == model_b(DRAW)  # the guess was stopped for the choice
+        assert reply.tasks[0].reason == "sharper foxes"
+
+
+async def test_a_plan_with_dependents_asks_at_once(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_agent_env(tmp_path, llm_fake, hf_fake, selection_delay=600) as env:
+        # the drawing is held until the models are in force: only a call made
+        # at once (not after 600 s) lets the request finish
+        draw = Seen(DRAW, hold=choice_known(env, monkeypatch))
+        env.hf.serve(model_a(DRAW), DRAW, draw)
+        env.llm.reply("plan", FOX)  # the label waits for the drawing
+        picks = {"0": model_a(DRAW), "1": model_a(LABEL)}
+        seen: list[bool] = []
+        env.llm.reply("select", choice_after(draw.arrived, picks, seen))
+        reply = await env.agent.handle(Request(KEY, "u1", ASK))
+        assert not reply.error, reply.text
+        assert len(env.llm.calls("select")) == 1 and seen == [True]

@@ -67,6 +67,8 @@ def make_settings(tmp_path: Path, llm: FakeLLM, hf: FakeHF, **overrides: Any) ->
         "database_url": f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
         "media_dir": tmp_path / "media",
         "task_timeout": 5.0,
+        # the LLM is asked at once (tests of SELECTION_DELAY set their own)
+        "selection_delay": 0.0,
         # tests and benchmarks send many in a row
         "requests_per_user_per_minute": 0,
         "requests_per_user_per_day": 0,
