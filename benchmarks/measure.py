@@ -236,7 +236,7 @@ async def m_latency(ctx: Ctx) -> Result:
                 f"models {MODEL_LATENCY:g} s; median of {len(walls)})"
                 + (f"; stages of the first: {_stages(stages[0])}" if stages else "")
                 + (
-                    "; every task finished before the choice: selection call cancelled"
+                    "; every task finished before the choice: no selection call (cancelled, or not made: SELECTION_DELAY)"
                     if kept and kept[0] == len(shape.steps)
                     else f"; {kept[0]} task(s) kept a result made before a differing choice"
                     if kept and kept[0]
