@@ -796,7 +796,7 @@ class Agent:
         guesses = first_guesses(plan, candidates)
         await emit(StageStarted(Stage.SELECTING, planned=len(plan)))
         chosen: dict[int, Selection] = {}
-        mode = turn.settings.selection if turn.settings else self.config.selection
+        mode = self._selection_mode(turn.settings)
         # Every task starts now on its guess: one that finishes within the delay
         # keeps it whatever the LLM would say, so the LLM is asked only if one
         # still runs then (a plan with dependents asks at once: their choice
@@ -863,7 +863,7 @@ class Agent:
     ) -> dict[int, Selection]:
         if candidates is None:
             candidates = self._candidates(plan, ts)
-        mode = ts.selection if ts else self.config.selection
+        mode = self._selection_mode(ts)
         return await select_models(
             self.llm,
             plan,
@@ -873,6 +873,10 @@ class Agent:
             mode="downloads" if mode == "downloads" else "llm",
             max_tokens=self.config.selection_max_tokens,
         )
+
+    def _selection_mode(self, ts: TurnSettings | None) -> str:
+        """``llm`` or ``downloads``: the server's setting, else the bot's."""
+        return ts.selection if ts else self.config.selection
 
     def _candidates(
         self, plan: Sequence[PlannedTask], ts: TurnSettings | None = None

@@ -412,10 +412,28 @@ class FakeDiscord:
             data["resolved"] = resolved
         if guild_id:
             data["guild_id"] = str(guild_id)
+        return self._interaction_payload(
+            2, interaction_id, token, channel, user, guild_id, roles, permissions,
+            {"attachment_size_limit": size_limit, "data": data},
+        )  # fmt: skip
+
+    def _interaction_payload(
+        self,
+        kind: int,
+        interaction_id: int,
+        token: str,
+        channel: dict[str, Any],
+        user: dict[str, Any],
+        guild_id: int | None,
+        roles: Iterable[int],
+        permissions: int,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The fields every INTERACTION_CREATE of ``kind`` carries, then ``extra``."""
         payload: dict[str, Any] = {
             "id": str(interaction_id),
             "application_id": str(APP_ID),
-            "type": 2,
+            "type": kind,
             "token": token,
             "version": 1,
             "channel_id": channel["id"],
@@ -427,8 +445,7 @@ class FakeDiscord:
             if guild_id
             else {"1": user["id"]},
             "context": 0 if guild_id else 1,
-            "attachment_size_limit": size_limit,
-            "data": data,
+            **extra,
         }
         if guild_id:
             payload["guild_id"] = str(guild_id)
@@ -469,32 +486,14 @@ class FakeDiscord:
             )
         self._token_channels[token] = channel["id"]
         self._remember_interaction(token, interaction_id, 3, user, guild_id, msg["id"])
-        payload: dict[str, Any] = {
-            "id": str(interaction_id),
-            "application_id": str(APP_ID),
-            "type": 3,
-            "token": token,
-            "version": 1,
-            "channel_id": channel["id"],
-            "channel": channel,
-            "locale": "en-US",
-            "app_permissions": str(discord.Permissions.all().value),
-            "entitlements": [],
-            "authorizing_integration_owners": {"0": str(guild_id)}
-            if guild_id
-            else {"1": user["id"]},
-            "context": 0 if guild_id else 1,
-            "attachment_size_limit": DEFAULT_LIMIT,
-            "message": json.loads(json.dumps(msg)),
-            "data": {"custom_id": custom_id, "component_type": 2},
-        }
-        if guild_id:
-            payload["guild_id"] = str(guild_id)
-            payload["guild_locale"] = "en-US"
-            payload["member"] = self.member(user, roles, permissions)
-        else:
-            payload["user"] = user
-        return payload
+        return self._interaction_payload(
+            3, interaction_id, token, channel, user, guild_id, roles, permissions,
+            {
+                "attachment_size_limit": DEFAULT_LIMIT,
+                "message": json.loads(json.dumps(msg)),
+                "data": {"custom_id": custom_id, "component_type": 2},
+            },
+        )  # fmt: skip
 
     def buttons(self, message: dict[str, Any] | str) -> list[str]:
         """The custom ids of the buttons on a message the bot posted."""
