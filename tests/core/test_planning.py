@@ -30,14 +30,11 @@ from core.planning import (
 )
 from core.tasks import TASKS
 
-# ../shared beside the checkout holds the newest corpus; tests/data keeps a copy.
-_SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "plan_outputs.jsonl"
-_COPY = Path(__file__).resolve().parents[1] / "data" / "plan_outputs.jsonl"
+_CORPUS = Path(__file__).resolve().parents[1] / "data" / "plan_outputs.jsonl"
 
 
 def _corpus() -> list[dict[str, Any]]:
-    path = _SHARED_CORPUS if _SHARED_CORPUS.is_file() else _COPY
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in _CORPUS.read_text().splitlines() if line.strip()]
 
 
 def _plain(plan: list[PlannedTask]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ dict keyed by provider on ``GET /api/models/{id}`` and a list of objects with a
 ``_id``, ``id`` and the expanded fields.
 
 :meth:`Registry.load_facts` seeds the documented facts of
-``shared/data/inference_providers_2026.json``. Download and like counts of
+``tests/data/inference_providers_2026.json``. Download and like counts of
 seeded models are made up (deterministic, from a hash of the id): they are
 plausible, not real.
 """
@@ -25,9 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-FACTS_PATH = SHARED_DATA / "inference_providers_2026.json"
-SNAPSHOT_2023 = SHARED_DATA / "hub_models_2023.jsonl"
+TEST_DATA = Path(__file__).resolve().parents[1] / "data"
+FACTS_PATH = TEST_DATA / "inference_providers_2026.json"
+# id and pipeline tag, in the 2023 Hub snapshot, of the repos the facts say were renamed
+SNAPSHOT_2023 = TEST_DATA / "hub_models_2023_renamed.jsonl"
 
 Status = Literal["live", "staging", "error"]
 
@@ -298,9 +299,7 @@ def _read_facts(path: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _snapshot_tasks() -> dict[str, str]:
-    """Pipeline tags of the 2023 Hub snapshot (a fact file), by id."""
-    if not SNAPSHOT_2023.exists():
-        return {}
+    """Pipeline tags of the renamed repos in the 2023 Hub snapshot (a fact file), by id."""
     rows = (json.loads(line) for line in SNAPSHOT_2023.read_text().splitlines() if line.strip())
     return {r["id"]: r.get("pipeline_tag") or r.get("task") for r in rows}
 

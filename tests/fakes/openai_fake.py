@@ -92,7 +92,7 @@ _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
 
 
 # The router's answer for a model no enabled provider serves
-# (shared/data/inference_providers_2026.json, errors.router_chat_unknown_model).
+# (tests/data/inference_providers_2026.json, errors.router_chat_unknown_model).
 ROUTER_UNKNOWN_MODEL = (
     "The requested model '{model}' is not supported by any provider you have enabled."
 )

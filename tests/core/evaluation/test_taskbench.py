@@ -15,8 +15,8 @@ from core.evaluation.taskbench import TOOLS, gold_of, task_for_tool
 from core.planning import parse_plan
 from core.tasks import TASKS, TEXT, TaskSpec
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-GOLD_DEV = SHARED / "taskbench_hf_gold_dev.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "data"
+GOLD_DEV = DATA / "taskbench_hf_gold_dev.jsonl"
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_tool_names_map_onto_our_tasks(tool: str, task: str | None) -> None:
 
 
 def test_every_taskbench_tool_is_mapped_or_said_missing() -> None:
-    tools = json.loads((SHARED / "taskbench_hf_tools.json").read_text())["nodes"]
+    tools = json.loads((DATA / "taskbench_hf_tools.json").read_text())["nodes"]
     assert {t["id"] for t in tools} == set(TOOLS)
     for name, task in TOOLS.items():
         assert task is None or task in TASKS, name
