@@ -55,6 +55,7 @@ from typing import Any
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
 from core.store.models import utcnow
+from core.store.repo import fit_key
 from core.telemetry import metrics
 from core.types import ConversationKey, JobOutcome, JobRunner, Notice, QueuePosition, Restarting
 
@@ -154,7 +155,10 @@ def default_owner() -> str:
 
 
 def conversation_name(key: ConversationKey) -> str:
-    """The job table's conversation column (one string per conversation)."""
+    """The job table's conversation column (one string per conversation): the
+    key as the conversation tables store it (each part shortened by
+    :func:`core.store.repo.fit_key`), so the column takes every key they take."""
+    key = fit_key(key)
     return f"{key.platform}\x1f{key.scope}\x1f{key.channel}\x1f{key.thread or ''}"
 
 

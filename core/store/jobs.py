@@ -104,6 +104,7 @@ def _clean(value: dict[str, Any]) -> dict[str, Any]:
 # ones: no identity map, no entity loading); ``_J`` is the table, ``_C`` its columns.
 _J: sa.Table = TurnJob.__table__  # type: ignore[assignment]
 _C = _J.c
+_CONVERSATION_CHARS: int = TurnJob.conversation.type.length  # type: ignore[attr-defined]
 
 # The claim's values, bound at execution (its statement is built once per shape).
 _OWNER = sa.bindparam("owner", type_=_C.lease_owner.type)
@@ -135,6 +136,15 @@ def _summary(cp: dict[str, Any] | None) -> dict[str, Any] | None:
         "timings": cp.get("timings"),
         "reply": {**cp["reply"], "files": []},
     }
+
+
+def _conversation(name: str) -> str:
+    """The conversation as the column takes it: a name longer than the column
+    (a caller's own text, e.g. a preview's ``str(key)``) is hash-shortened
+    as the conversation tables shorten theirs (:func:`core.store.repo.fit`)."""
+    from core.store.repo import fit
+
+    return fit(name, _CONVERSATION_CHARS)
 
 
 def _row(r: Any) -> JobRow:
@@ -291,6 +301,7 @@ class JobStore:
         lease: float,
         upload_bytes: int,
     ) -> Accepted:
+        conversation = _conversation(conversation)
         async with self._session("record the request", write=True) as s:
             if self.dialect == "postgresql":
                 # One conversation's jobs get ids in commit order.
@@ -338,7 +349,7 @@ class JobStore:
                 sa.insert(_J).values(
                     kind=kind,
                     dedup_key=None,
-                    conversation=conversation,
+                    conversation=_conversation(conversation),
                     request_id=request_id,
                     state=DONE,
                     payload=_clean(payload),
