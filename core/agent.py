@@ -102,6 +102,8 @@ from core.usage import (
 log = logging.getLogger(__name__)
 
 PREVIEW_KIND = "plan-preview"  # a /plan preview, kept as a job that never runs
+# Of a message refused for its length, the characters stored (see _as_stored).
+REFUSED_KEPT_CHARS = 1_000
 
 
 class Agent:
@@ -1008,7 +1010,8 @@ class Agent:
         take is answered anyway, with a note; its usage is then recorded on
         its own, so every turn is counted exactly once."""
         usage = self._turn_usage(turn.request, reply) if with_usage else None
-        record = TurnRecord(turn.request, tuple(turn.uploads), reply, usage=usage)
+        stored = _as_stored(turn.request, reply, self.config.max_request_chars)
+        record = TurnRecord(stored, tuple(turn.uploads), reply, usage=usage)
         if job is not None:
             state = cp or Checkpoint()
 
@@ -1213,3 +1216,20 @@ def _preview_from_json(request_id: str, payload: dict[str, Any]) -> PastRequest:
         None,
         Usage(*d.get("usage") or (0, 0, 0)),
     )
+
+
+def _as_stored(request: Request, reply: Reply, limit: int) -> Request:
+    """The request as its turn stores it.  A message refused for its length
+    keeps its first :data:`REFUSED_KEPT_CHARS` characters and a note of how
+    long it was: the chat log (and every later prompt built from the history)
+    still shows what was sent and, with the refusal stored beside it, why
+    nothing was done, while the database holds a bounded row per refusal
+    rather than whatever was pasted.  (Storing nothing would leave the
+    refusal answering a message nobody can see.)"""
+    if reply.status is not ReplyStatus.REFUSED or len(request.text) <= limit:
+        return request
+    note = (
+        f"\n[… {len(request.text):,} characters in all, refused for its length; "
+        f"only the first {REFUSED_KEPT_CHARS:,} are kept]"
+    )
+    return replace(request, text=request.text[:REFUSED_KEPT_CHARS] + note)
