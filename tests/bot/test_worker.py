@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,6 +33,13 @@ from tests.fakes.samples import sample_png
 WITHIN = 60.0  # a hang guard, not a duration under test
 DRAW = '[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}]'
 DETECT = '[{"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "photo.png"}}]'
+# A measured duration ("latency=0.03s", "in 1.5 s", "120 ms"): it differs from run to run.
+_DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?m?s\b")
+
+
+def without_durations(text: str) -> str:
+    """``text`` with every measured duration replaced by ``<t>``, so two runs compare."""
+    return _DURATION.sub("<t>", text)
 
 
 class Worker:
@@ -182,16 +190,17 @@ async def test_the_commands_log_lines_reach_its_terminal(
     code, _, there = await process_env.run_bot("ask", "hello", env=env, cwd=tmp_path)
     assert code == 1 and worker.commands() == 1
 
-    def warnings(err: str) -> list[str]:  # without the time and the request id
+    def warnings(err: str) -> list[str]:  # without the time, the request id and durations
         return [
-            line.split(" ", 2)[2].split(" request ")[0]
+            without_durations(line.split(" ", 2)[2].split(" request ")[0])
             for line in err.splitlines()
             if " WARNING " in line
         ]
 
     assert warnings(there) == warnings(here)
     assert any(w.startswith("WARNING core.llm: llm call failed") for w in warnings(there))
-    assert there.splitlines()[-1] == here.splitlines()[-1]  # the status's last line
+    last = [without_durations(err.splitlines()[-1]) for err in (there, here)]
+    assert last[0] == last[1]  # the status's last line
 
 
 async def test_a_file_named_with_file_reaches_the_model(
