@@ -1,4 +1,5 @@
-"""Who may use the bot where: allow and deny lists for guilds, channels and roles.
+"""Who may use the bot where (allow and deny lists for guilds, channels and
+roles), and who is a server admin.
 
 Pure and in-memory, so it runs before the interaction is deferred without
 risking the 3-second deadline.  A deny always wins; a non-empty allow list
@@ -8,8 +9,10 @@ are both checked, so allowing a channel allows its threads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
+
+import discord
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +55,21 @@ class AccessPolicy:
             if self.allowed_roles and not roles & self.allowed_roles:
                 return "You need a particular role to use me here."
         return None
+
+
+def is_admin(
+    guild_id: int | None,
+    permissions: discord.Permissions | None,
+    role_ids: Iterable[int],
+    admin_roles: Set[int],
+) -> bool:
+    """A server admin: Manage Server or Administrator (``permissions``: an
+    interaction's resolved ones, or a message author's in the server; None
+    when unknown), or a member of a ``DISCORD_ADMIN_ROLES`` role.  Admins are
+    exempt from the quotas, see the server's usage and change its settings.
+    Nobody is an admin in a DM."""
+    if guild_id is None:
+        return False
+    if permissions is not None and (permissions.administrator or permissions.manage_guild):
+        return True
+    return not admin_roles.isdisjoint(role_ids)

@@ -14,7 +14,7 @@ from discord import app_commands
 
 from adapters.chat import reports
 from adapters.chat.render import ERROR_ICON
-from adapters.discord.interactions import Inter, conversation_of, is_admin, refuse, tell
+from adapters.discord.interactions import Inter, asked_by_admin, conversation_of, refuse, tell
 from adapters.discord.surface import MARKUP
 from core.errors import InputRejected
 
@@ -54,7 +54,7 @@ async def usage(
             conversation_of(interaction),
             str(interaction.user.id),
             server_wide=server,
-            is_admin=is_admin(interaction),
+            is_admin=asked_by_admin(interaction),
             since=since,
         )
     except InputRejected as exc:
@@ -103,7 +103,7 @@ async def config_unset(interaction: Inter, key: app_commands.Range[str, 1, 100])
 
 
 async def _configure(interaction: Inter, key: str, value: str | None) -> None:
-    admin = is_admin(interaction)
+    admin = asked_by_admin(interaction)
     if not admin:  # in memory: refused at once, privately
         await refuse(interaction, NOT_ADMIN)
         return

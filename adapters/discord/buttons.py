@@ -36,8 +36,8 @@ from adapters.discord.interactions import (
     ACCEPT_WITHIN,
     Inter,
     access_refusal,
+    asked_by_admin,
     conversation_of,
-    is_admin,
     ours,
     refuse,
     tell,
@@ -323,7 +323,7 @@ async def _run_approved(interaction: Inter, request_id: str, *, again: bool) -> 
             if past is not None:
                 steps = next_models(agent, past.steps) if again else past.steps
                 payload = interaction_payload(
-                    interaction, past.text, [], is_admin=is_admin(interaction), plan=steps
+                    interaction, past.text, [], is_admin=asked_by_admin(interaction), plan=steps
                 )
                 key = conversation_of(interaction)
                 accepted = await agent.accept(JOB_KIND, key, payload, request_id=rid, dedup=dedup)

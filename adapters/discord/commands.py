@@ -29,8 +29,8 @@ from adapters.discord.interactions import (
     ACCEPT_WITHIN,
     Inter,
     access_refusal,
+    asked_by_admin,
     conversation_of,
-    is_admin,
     refuse,
     send_chunks,
 )
@@ -64,7 +64,7 @@ def _request(interaction: Inter, text: str) -> Request:
         text=text,
         request_id=interaction.extras.setdefault("request_id", new_request_id()),
         user_name=user.display_name,
-        is_admin=is_admin(interaction),
+        is_admin=asked_by_admin(interaction),
     )
 
 
@@ -88,7 +88,7 @@ async def ask(
     # Recorded (one insert, bounded) before Discord is told we have it; the
     # files stay on the CDN until the job runs.
     rid = interaction.extras.setdefault("request_id", new_request_id())
-    payload = interaction_payload(interaction, prompt, files, is_admin=is_admin(interaction))
+    payload = interaction_payload(interaction, prompt, files, is_admin=asked_by_admin(interaction))
     try:
         accepted = await asyncio.wait_for(
             bot.agent.accept(

@@ -1,5 +1,5 @@
 """What every interaction handler (slash command or button) shares: the bot,
-the conversation, who is an admin, the access lists, and the two ways to
+the conversation, whether the person is an admin, the access lists, and the two ways to
 answer (privately, or by resolving a deferred response).
 
 Every handler is typed ``discord.Interaction[DiscordBot]``, so
@@ -15,6 +15,7 @@ import discord
 
 from adapters.chat.render import ERROR_ICON
 from adapters.chat.text import split_text
+from adapters.discord.access import is_admin
 from adapters.discord.places import channel_ids, conversation_key, role_ids
 from adapters.discord.surface import MESSAGE_LIMIT
 from core.types import ConversationKey
@@ -42,18 +43,15 @@ def conversation_of(interaction: Inter) -> ConversationKey:
     return conversation_key(interaction.guild_id, interaction.channel, channel_id)
 
 
-def is_admin(interaction: Inter) -> bool:
-    """A server admin: Manage Server or Administrator (as the interaction's
-    resolved permissions say), or a member of a ``DISCORD_ADMIN_ROLES`` role.
-    Admins are exempt from the quotas, see the server's usage and change its
-    settings.  Nobody is an admin in a DM."""
-    if interaction.guild_id is None:
-        return False
-    perms = interaction.permissions
-    if perms.administrator or perms.manage_guild:
-        return True
-    admin_roles = interaction.client.config.admin_roles
-    return bool(admin_roles and admin_roles.intersection(role_ids(interaction.user)))
+def asked_by_admin(interaction: Inter) -> bool:
+    """The person interacting is a server admin (:func:`~adapters.discord.access.is_admin`,
+    on the permissions the interaction resolved)."""
+    return is_admin(
+        interaction.guild_id,
+        interaction.permissions,
+        role_ids(interaction.user),
+        interaction.client.config.admin_roles,
+    )
 
 
 def access_refusal(interaction: Inter) -> str | None:

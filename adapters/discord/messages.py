@@ -18,6 +18,7 @@ import discord
 from adapters.chat.intake import process
 from adapters.chat.render import CANNOT_TAKE, ERROR_ICON
 from adapters.chat.text import strip_mention
+from adapters.discord.access import is_admin
 from adapters.discord.jobs import KIND as JOB_KIND
 from adapters.discord.jobs import message_payload
 from adapters.discord.places import channel_ids, conversation_key, role_ids
@@ -42,16 +43,13 @@ def _guild_id(message: discord.Message) -> int | None:
     return getattr(message.channel, "guild_id", None)
 
 
-def is_admin(message: discord.Message) -> bool:
-    """The author is a server admin (Manage Server or Administrator; the
-    server's owner has every permission): exempt from the quotas.  A DM
-    author is a plain User and never is."""
-    perms = getattr(message.author, "guild_permissions", None)
-    return (
-        message.guild is not None
-        and perms is not None
-        and bool(perms.administrator or perms.manage_guild)
-    )
+def _permissions(message: discord.Message) -> discord.Permissions | None:
+    """The author's permissions in the server (the owner has all), or None
+    when the server is not in the cache to compute them from."""
+    author = message.author
+    if message.guild is None or not isinstance(author, discord.Member):
+        return None
+    return author.guild_permissions
 
 
 async def handle_message(bot: DiscordBot, message: discord.Message) -> None:
@@ -68,7 +66,10 @@ async def handle_message(bot: DiscordBot, message: discord.Message) -> None:
     key = conversation_key(guild_id, channel, channel.id)
     limit = message.guild.filesize_limit if message.guild else bot.config.dm_filesize_limit
     text = strip_mention(message.content, bot.user.id)
-    data = message_payload(message, text, key, limit, is_admin=is_admin(message))
+    admin = is_admin(
+        guild_id, _permissions(message), role_ids(message.author), bot.config.admin_roles
+    )
+    data = message_payload(message, text, key, limit, is_admin=admin)
     try:
         accepted = await bot.agent.accept(
             JOB_KIND,
