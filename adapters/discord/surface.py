@@ -70,6 +70,17 @@ def _answer_ids(ref: dict[str, Any]) -> list[MessageId]:
     return [int(i) for i in ids] if isinstance(ids, list) else []
 
 
+def interaction_webhook(bot: DiscordBot, app_id: int, token: str) -> discord.Webhook:
+    """An interaction's webhook (its ``@original`` response and follow-ups)
+    from the application id and token a job stored, as
+    ``Interaction.followup`` is.  ``Webhook.partial`` makes an incoming
+    webhook; an interaction's is the application's, which is what lets
+    ``send`` post ephemeral messages."""
+    hook = discord.Webhook.partial(app_id, token, client=bot)
+    hook.type = discord.WebhookType.application
+    return hook
+
+
 class DiscordSurface:
     """See the module docstring."""
 
@@ -93,10 +104,7 @@ class DiscordSurface:
         self._expires: datetime | None = None
         if p["via"] == "interaction" and not ref.get("channel"):
             self._expires = datetime.fromisoformat(p["token_expires"])
-            self._webhook = discord.Webhook.from_state(
-                {"id": int(p["app_id"]), "type": 3, "token": p["token"]},
-                state=bot._connection,
-            )
+            self._webhook = interaction_webhook(bot, int(p["app_id"]), p["token"])
         # the answer's messages so far (an earlier attempt's, on a resumed job)
         self._sent: list[MessageId] = _answer_ids(ref)
 
