@@ -26,7 +26,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.assistant_events import FeedbackStore
+from adapters.slack.assistant_events import FeedbackRecorder
 from adapters.slack.config import SlackConfig
 from adapters.slack.listeners import register
 from core.errors import BotError, ConfigError
@@ -148,7 +148,7 @@ def build_app(
     config: SlackConfig,
     client: AsyncWebClient | None = None,
     *,
-    feedback: FeedbackStore | None = None,
+    feedback: FeedbackRecorder | None = None,
 ) -> AsyncApp:
     """The Bolt app with our middleware, listeners and error handler.
 
@@ -208,7 +208,7 @@ async def run_slack(
     config: SlackConfig,
     *,
     ready: asyncio.Event | None = None,
-    feedback: FeedbackStore | None = None,
+    feedback: FeedbackRecorder | None = None,
 ) -> None:
     """Run until cancelled: Socket Mode when ``SLACK_APP_TOKEN`` is set,
     else the HTTP endpoint on ``SLACK_HTTP_PORT`` at ``/slack/events``.

@@ -55,7 +55,7 @@ Ack = Callable[[], Awaitable[Any]]
 
 
 @runtime_checkable
-class FeedbackStore(Protocol):
+class FeedbackRecorder(Protocol):
     """Where feedback clicks are stored, with their turn (``request_id``);
     a person's last click on an answer counts."""
 
@@ -99,11 +99,11 @@ def click_of(body: dict[str, Any]) -> Click | None:
 
 
 def register_assistant(
-    app: AsyncApp, agent: AgentAPI, intake: Intake, feedback: FeedbackStore | None
+    app: AsyncApp, agent: AgentAPI, intake: Intake, feedback: FeedbackRecorder | None
 ) -> None:
     """Attach the assistant middleware and the feedback action to ``app``."""
     store = (
-        feedback if feedback is not None else agent if isinstance(agent, FeedbackStore) else None
+        feedback if feedback is not None else agent if isinstance(agent, FeedbackRecorder) else None
     )
     if store is None:
         log.warning("slack: no feedback store: 👍/👎 clicks are acknowledged but not kept")
@@ -124,13 +124,10 @@ def register_assistant(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, ack: Ack
     ) -> None:
         incoming = incoming_from(body, event, context, threaded=False, assistant=True)
-        await intake.accept(incoming, ack)
+        await intake.accept(incoming, ack, context)
 
-    async def on_message(
-        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-    ) -> None:
-        incoming = incoming_from(body, event, context, threaded=False, assistant=True)
-        await intake.handle(incoming, context.client)
+    async def on_message(context: AsyncBoltContext) -> None:
+        await intake.handle(context)
 
     async def on_feedback(body: dict[str, Any], client: AsyncWebClient) -> None:
         click = click_of(body)

@@ -157,7 +157,7 @@ async def run(
     if incoming.event_id and not await agent.claim_event(CLAIM_SOURCE, incoming.event_id):
         log.info("slack: command event %s was answered before; dropped", incoming.event_id)
         return
-    admin = incoming.user in config.admin_users
+    admin = config.is_admin(incoming.user)
     text = await answer(incoming.text, command, agent, incoming, admin)
     private = not incoming.channel.startswith("D")  # a channel: only the person sees it
     for part in split_text(text, MESSAGE_LIMIT):

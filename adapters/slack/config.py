@@ -42,6 +42,11 @@ class SlackConfig:
     # The status pacing's time (tests use a fake clock).
     clock: Clock = field(default=MONOTONIC, compare=False, repr=False)
 
+    def is_admin(self, user_id: str) -> bool:
+        """A workspace admin (``SLACK_ADMIN_USERS``): exempt from the quotas,
+        sees the workspace's usage and changes its settings."""
+        return user_id in self.admin_users
+
     @property
     def socket_mode(self) -> bool:
         return bool(self.app_token)

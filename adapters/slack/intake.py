@@ -5,15 +5,17 @@ Slack wants an answer within 3 s or it redelivers the event, so the ack
 function does one fast thing before ``ack()``: it records the event as a
 durable job (one insert) with the event id as the job's unique key; the work
 runs in the lazy listener through the job queue (:func:`adapters.chat.intake.process`),
-or, if this process dies, in whichever process resumes the job.  The same
-for channel mentions, DMs and assistant threads.
+or, if this process dies, in whichever process resumes the job.  The lazy
+listener gets what the ack function read and recorded through Bolt's context
+(:class:`Taken`), not by parsing the event again.  The same for channel
+mentions, DMs and assistant threads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncBoltContext
@@ -29,7 +31,6 @@ from core.types import Accepted, AgentAPI, new_request_id
 
 log = logging.getLogger(__name__)
 
-RECORD_WAIT = 30.0  # seconds a lazy listener waits for its ack path's record
 HINT = (
     "Ask me something — for example _“draw a lighthouse at dusk and describe it”_. "
     "`usage` shows what you used; `config` this workspace's settings."
@@ -88,6 +89,22 @@ async def _say_failure(client: AsyncWebClient, incoming: Incoming) -> None:
         log.exception("slack: event %s: could not report the failure", incoming.event_id)
 
 
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What an ack function read and recorded, for its lazy listener: Bolt
+    (``process_before_response=True``) runs the ack function to its end, then
+    starts the lazy listeners with a copy of the request's context, so what
+    the ack function left there is what the lazy listener sees.  ``accepted``
+    is None when the event needs no job (a hint, a command) or the store
+    could not take it."""
+
+    incoming: Incoming
+    accepted: Accepted | None = None
+
+
+TAKEN = "hugginggpt_taken"  # the Bolt context key a Taken is left under
+
+
 class Intake:
     """Record an event as a job before the ack, then process it in the lazy
     listener: the same for mentions, DMs and assistant threads."""
@@ -95,34 +112,14 @@ class Intake:
     def __init__(self, agent: AgentAPI, config: SlackConfig) -> None:
         self.agent = agent
         self.config = config
-        # What each delivery's ack path recorded, for its lazy listener (same
-        # process; Bolt starts the lazy listener alongside the ack function, so
-        # it waits here for the record, one per delivery, in order).
-        self._recorded: dict[str, asyncio.Queue[Accepted | None]] = {}
 
-    @staticmethod
-    def _key(incoming: Incoming) -> str:
-        return incoming.event_id or f"{incoming.channel}:{incoming.ts}"
-
-    def _records(self, key: str) -> asyncio.Queue[Accepted | None]:
-        return self._recorded.setdefault(key, asyncio.Queue())
-
-    async def _record_of(self, incoming: Incoming) -> Accepted | None:
-        key = self._key(incoming)
-        queue = self._records(key)
-        try:
-            return await asyncio.wait_for(queue.get(), RECORD_WAIT)
-        except TimeoutError:
-            log.error("slack: event %s: its ack path recorded nothing", incoming.event_id)
-            return None
-        finally:
-            if queue.empty() and self._recorded.get(key) is queue:
-                del self._recorded[key]
-
-    async def accept(self, incoming: Incoming, ack: Callable[[], Awaitable[Any]]) -> None:
+    async def accept(
+        self, incoming: Incoming, ack: Callable[[], Awaitable[Any]], context: AsyncBoltContext
+    ) -> None:
         """Record the request (one insert), then ack: a crash after the ack
         can no longer lose it.  A hint or a command needs no record."""
         if (not incoming.text and not incoming.files) or commands.parse(incoming.text):
+            context[TAKEN] = Taken(incoming)
             await ack()  # the lazy listener answers it
             return
         got: Accepted | None = None
@@ -138,10 +135,16 @@ class Intake:
         except Exception:
             log.exception("slack: event %s could not be recorded", incoming.event_id)
         finally:
-            self._records(self._key(incoming)).put_nowait(got)
+            context[TAKEN] = Taken(incoming, got)
             await ack()
 
-    async def handle(self, incoming: Incoming, client: AsyncWebClient) -> None:
+    async def handle(self, context: AsyncBoltContext) -> None:
+        """In the lazy listener: answer what the ack function took (nothing,
+        when it took nothing: a DM seen as a mention, answered elsewhere)."""
+        taken = context.get(TAKEN)
+        if not isinstance(taken, Taken):
+            return
+        incoming, client = taken.incoming, context.client
         # Bolt's lazy runner would swallow an exception with a one-line log:
         # log the trace here and tell the user.
         try:
@@ -154,11 +157,10 @@ class Intake:
             if command is not None:
                 await commands.run(self.agent, client, self.config, incoming, command)
                 return
-            got = await self._record_of(incoming)
-            if got is None:  # the store could not take it
+            if taken.accepted is None:  # the store could not take it
                 await _say_failure(client, incoming)
                 return
-            await process(self.agent, got, f"slack event {incoming.event_id}")
+            await process(self.agent, taken.accepted, f"slack event {incoming.event_id}")
         except Exception:
             log.exception("slack: event %s could not be started", incoming.event_id)
             await _say_failure(client, incoming)

@@ -180,7 +180,7 @@ class SlackRunner:
                 text=incoming.text,
                 attachments=attachments,
                 request_id=job.request_id,
-                is_admin=incoming.user in self.config.admin_users,
+                is_admin=self.config.is_admin(incoming.user),
             )
 
         surface = self.surface(job, titled=True)

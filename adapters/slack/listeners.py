@@ -29,7 +29,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext, AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-from adapters.slack.assistant_events import FeedbackStore, register_assistant
+from adapters.slack.assistant_events import FeedbackRecorder, register_assistant
 from adapters.slack.config import SlackConfig
 from adapters.slack.intake import Intake, incoming_from
 from adapters.slack.jobs import KIND, SlackRunner
@@ -83,7 +83,7 @@ def register(
     agent: AgentAPI,
     config: SlackConfig,
     *,
-    feedback: FeedbackStore | None = None,
+    feedback: FeedbackRecorder | None = None,
 ) -> SlackRunner:
     """Attach the middleware and listeners for mentions, DMs, assistant
     threads and feedback clicks, and the runner that answers (and resumes)
@@ -99,17 +99,9 @@ def register(
         ack: Callable[[], Awaitable[Any]],
     ) -> None:
         if str(event.get("channel", "")).startswith("D"):
-            await ack()  # a DM: the message.im listener answers it
+            await ack()  # a DM: the message.im listener answers it (nothing taken here)
             return
-        await intake.accept(incoming_from(body, event, context, threaded=True), ack)
-
-    async def on_mention(
-        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-    ) -> None:
-        if str(event.get("channel", "")).startswith("D"):
-            return
-        incoming = incoming_from(body, event, context, threaded=True)
-        await intake.handle(incoming, context.client)
+        await intake.accept(incoming_from(body, event, context, threaded=True), ack, context)
 
     async def accept_direct_message(
         body: dict[str, Any],
@@ -117,13 +109,10 @@ def register(
         context: AsyncBoltContext,
         ack: Callable[[], Awaitable[Any]],
     ) -> None:
-        await intake.accept(incoming_from(body, event, context, threaded=False), ack)
+        await intake.accept(incoming_from(body, event, context, threaded=False), ack, context)
 
-    async def on_direct_message(
-        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-    ) -> None:
-        incoming = incoming_from(body, event, context, threaded=False)
-        await intake.handle(incoming, context.client)
+    async def answer(context: AsyncBoltContext) -> None:
+        await intake.handle(context)
 
     async def ignore_message(ack: Callable[[], Awaitable[Any]]) -> None:
         """Other message events (edits, bot posts, channel chatter): ack only,
@@ -135,7 +124,7 @@ def register(
 
     app.use(log_retries)
     register_assistant(app, agent, intake, feedback)  # before the DM listener sees them
-    app.event("app_mention")(ack=accept_mention, lazy=[on_mention])
-    app.event("message", matchers=[is_dm])(ack=accept_direct_message, lazy=[on_direct_message])
+    app.event("app_mention")(ack=accept_mention, lazy=[answer])
+    app.event("message", matchers=[is_dm])(ack=accept_direct_message, lazy=[answer])
     app.event("message")(ignore_message)
     return runner

@@ -24,7 +24,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackConfig, build_app, serve_http
-from adapters.slack.assistant_events import FeedbackStore
+from adapters.slack.assistant_events import FeedbackRecorder
 from core.types import (
     Accepted,
     AgentAPI,
@@ -233,7 +233,7 @@ async def make_slack_bot(slack_fake: FakeSlack) -> AsyncIterator[BotFactory]:
     session = aiohttp.ClientSession()
 
     async def make(
-        agent: AgentAPI, *, feedback: FeedbackStore | None = None, **overrides: Any
+        agent: AgentAPI, *, feedback: FeedbackRecorder | None = None, **overrides: Any
     ) -> SlackBot:
         config = SlackConfig(
             bot_token=BOT_TOKEN,
