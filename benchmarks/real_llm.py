@@ -417,7 +417,10 @@ def run_eval(
             run.table = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
     run.wall = time.perf_counter() - t0
     if not report.is_file():
-        run.error = run.error or f"eval plans wrote no report (exit {run.exit_code}); see stderr"
+        lines = (workdir / "eval-stderr.log").read_text(errors="replace").strip().splitlines()
+        last = lines[-1].split("\r")[-1][:300] if lines else ""
+        run.error = run.error or f"eval plans wrote no report (exit {run.exit_code}): {last}"
+        log(run.error)
         return run
     data = json.loads(report.read_text(encoding="utf-8"))
     planning = _dig(data, "planning", "all") or {}
@@ -761,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ask_timeout_s": args.ask_timeout,
                 "eval_concurrency": args.eval_concurrency,
                 "workdir": str(workdir),
+                "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
             }
             report = args.eval_report or (
                 args.json.with_name(args.json.stem + "-eval.json")
@@ -777,6 +781,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
             hf.close()
         meta["total_wall_s"] = round(time.perf_counter() - started, 1)
+        meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         rows = table_rows(args, ev, asks)
         server_info = meta["server"]
         print(
@@ -800,6 +805,8 @@ def main(argv: list[str] | None = None) -> int:
         if asks is not None:
             took.append(f"ask {meta['ask_wall_s']:.0f} s")
         print(f"- took: {', '.join(took)}")
+        load = meta.get("load_average_at_start"), meta["load_average_at_end"]
+        print(f"- load average (1, 5, 15 min) at start {load[0]}, at end {load[1]}")
         if args.json:
             out = {
                 "meta": meta,
