@@ -44,15 +44,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
+from core.lease_holder import gone, owner_name
 from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
 from core.store.models import utcnow
 from core.store.repo import fit_key
@@ -151,7 +149,9 @@ class TurnJob:
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """This process's lease owner name: ``host:pid:random``, and where the
+    system shows it, what proves the process gone (:mod:`core.lease_holder`)."""
+    return owner_name()
 
 
 def conversation_name(key: ConversationKey) -> str:
@@ -215,6 +215,7 @@ class TurnQueue:
         self._last_prune = float("-inf")
         self._last_survey = float("-inf")
         self._last_claim_survey = float("-inf")
+        self._swept = False  # the jobs of holders gone before we started were looked for
 
     # ------------------------------------------------------------ adapters
     def register(self, kind: str, runner: JobRunner) -> None:
@@ -416,6 +417,9 @@ class TurnQueue:
             await self._mark_answered()
         if self._closing:
             return
+        if not self._swept:  # a restart: take over at once what our predecessor held
+            await self._take_over(await self.store.holders(now=self.clock()))
+            self._swept = True
         # Only requests that were waiting before this round's claim can be
         # said to wait (one that came in meanwhile is claimed next round).
         waiting = set(self._waiters)
@@ -577,6 +581,14 @@ class TurnQueue:
             return
         slots = await self.store.unfinished(max(waiting))
         now = self.clock()
+        # A request waiting on a job whose process is gone need not wait for its lease.
+        held = {
+            s.lease_owner for s in slots if s.lease_expires is not None and s.lease_expires >= now
+        }
+        if released := await self._take_over(held):
+            slots = [
+                Slot(s.id, s.conversation, QUEUED, None) if s.id in released else s for s in slots
+            ]
         places = self._places(slots, set(waiting))
         tell: dict[int, tuple[int, bool]] = {}
         for job_id in waiting:
@@ -629,6 +641,25 @@ class TurnQueue:
                     mine += 1
                     mine_in[c] = mine_in.get(c, 0) + 1
         return out
+
+    async def _take_over(self, owners: Iterable[str | None]) -> set[int]:
+        """Release the jobs of lease holders whose process has provably ended
+        (the same host and PID namespace, and that process is no more: see
+        :mod:`core.lease_holder`), so they are claimed now rather than when
+        their leases run out; the ids released.  A holder nothing can be
+        proved of (another host, a container of its own) keeps its lease."""
+        dead = sorted({o for o in owners if o and o != self.owner and gone(o)})
+        if not dead:
+            return set()
+        released = await self.store.release_owners(dead, now=self.clock())
+        if released:
+            log.warning(
+                "jobs %s taken over at once: the process holding them (%s) has ended",
+                sorted(released),
+                ", ".join(dead),
+            )
+            self.wake()
+        return released
 
     async def _notify(self, runner: JobRunner, job: TurnJob, notice: Notice) -> None:
         try:

@@ -584,6 +584,22 @@ class JobStore:
         async with self._session("release requests", write=True) as s:
             return await _update_held(s, job_ids, owner, values)
 
+    async def release_owners(self, owners: Sequence[str], *, now: datetime) -> set[int]:
+        """Hand back every unfinished job ``owners`` hold (processes known to
+        have ended), queued and free, as their own :meth:`release` would have;
+        the ids released."""
+        if not owners:
+            return set()
+        values = {"state": QUEUED, "lease_owner": None, "lease_expires": None, "updated_at": now}
+        async with self._session("take over requests", write=True) as s:
+            rows = await s.scalars(
+                sa.update(_J)
+                .where(_C.lease_owner.in_(list(owners)), _C.state != DONE)
+                .values(**values)
+                .returning(_C.id)
+            )
+            return set(rows.all())
+
     async def release_reserved(self, *, owner: str, now: datetime) -> int:
         """Hand back every queued job ``owner`` reserved (stopping)."""
         async with self._session("release requests", write=True) as s:
@@ -603,6 +619,16 @@ class JobStore:
         async with self._session("read requests") as s:
             rows = await s.execute(sa.select(_J).where(_C.id.in_(ids)))
             return {r.id: _row(r) for r in rows.all()}
+
+    async def holders(self, *, now: datetime) -> set[str]:
+        """The owners of unfinished jobs whose leases have not run out."""
+        async with self._session("read the queue") as s:
+            rows = await s.scalars(
+                sa.select(_C.lease_owner)
+                .where(_C.state != DONE, _C.lease_owner.is_not(None), _C.lease_expires >= now)
+                .distinct()
+            )
+            return {o for o in rows.all() if o is not None}
 
     async def unfinished(self, up_to: int) -> list[Slot]:
         """Every unfinished job up to id ``up_to`` (for queue positions), by id."""
