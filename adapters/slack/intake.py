@@ -139,10 +139,10 @@ class Intake:
             await ack()
 
     async def handle(self, context: AsyncBoltContext) -> None:
-        """In the lazy listener: answer what the ack function took (nothing,
-        when it took nothing: a DM seen as a mention, answered elsewhere)."""
+        """In the lazy listener: answer what the ack function took."""
         taken = context.get(TAKEN)
-        if not isinstance(taken, Taken):
+        if not isinstance(taken, Taken):  # Bolt drops a context value it cannot deep-copy
+            log.error("slack: event in %s: its ack function left no record", context.channel_id)
             return
         incoming, client = taken.incoming, context.client
         # Bolt's lazy runner would swallow an exception with a one-line log:

@@ -99,7 +99,7 @@ def register(
         ack: Callable[[], Awaitable[Any]],
     ) -> None:
         if str(event.get("channel", "")).startswith("D"):
-            await ack()  # a DM: the message.im listener answers it (nothing taken here)
+            await ack()  # a DM: the message.im listener answers it
             return
         await intake.accept(incoming_from(body, event, context, threaded=True), ack, context)
 
@@ -114,6 +114,10 @@ def register(
     async def answer(context: AsyncBoltContext) -> None:
         await intake.handle(context)
 
+    async def answer_mention(context: AsyncBoltContext) -> None:
+        if not str(context.channel_id or "").startswith("D"):  # a DM: answered as one
+            await intake.handle(context)
+
     async def ignore_message(ack: Callable[[], Awaitable[Any]]) -> None:
         """Other message events (edits, bot posts, channel chatter): ack only,
         so Slack does not retry them."""
@@ -124,7 +128,7 @@ def register(
 
     app.use(log_retries)
     register_assistant(app, agent, intake, feedback)  # before the DM listener sees them
-    app.event("app_mention")(ack=accept_mention, lazy=[answer])
+    app.event("app_mention")(ack=accept_mention, lazy=[answer_mention])
     app.event("message", matchers=[is_dm])(ack=accept_direct_message, lazy=[answer])
     app.event("message")(ignore_message)
     return runner
