@@ -15,7 +15,10 @@ process working on it, which renews every lease it holds every
 ``heartbeat`` seconds.  A job whose lease ran out (its process died) or was
 released (its process stopped) is claimed by any process that has a runner
 for its kind, and resumed from its checkpoint (see :mod:`core.checkpoint`):
-finished tasks are not run again, a reply already saved is only posted.
+finished tasks are not run again, a reply already saved is only posted.  A
+holder that is provably gone (same host and PID namespace, its process no
+more: :mod:`core.lease_holder`) has its jobs released at once, by a queue's
+first round and by a request waiting behind them, not after the lease.
 
 Order: a job can be claimed only when no earlier job of its conversation is
 unfinished, in any process, so one conversation's turns run, and are
