@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import mimetypes
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from adapters import cli_json
 from adapters.chat import Limits, Renderer, run_turn
-from adapters.chat.render import human_size
+from adapters.chat.render import ERROR_ICON, human_size
 from core.errors import InputRejected
 from core.types import (
     AgentAPI,
@@ -93,6 +93,15 @@ class TerminalSurface:
         self.out = out
         self.err = err
         self._printed: set[str] = set()
+        self._last = ""
+
+    @property
+    def failure(self) -> str | None:
+        """The reason of the status's last state when it ended with ❌, else None."""
+        for line in self._last.split("\n"):
+            if line.startswith(f"{ERROR_ICON} "):
+                return line.removeprefix(f"{ERROR_ICON} ")
+        return None
 
     @property
     def limits(self) -> Limits:
@@ -117,6 +126,7 @@ class TerminalSurface:
         print(text, file=self.err, flush=True)
 
     def _print_new(self, text: str) -> None:
+        self._last = text
         for line in text.split("\n"):
             if line.strip() and line not in self._printed:
                 self._printed.add(line)
@@ -154,37 +164,6 @@ class StreamingTerminal(TerminalSurface):
             self._open_line = False
 
 
-def reply_json(reply: Reply) -> dict[str, Any]:
-    return {
-        "answer": reply.text,
-        "status": reply.status.value,
-        # a fallback answer means the answer stage failed: not a success
-        "error": reply.error or reply.fallback,
-        "fallback": reply.fallback,
-        "request_id": reply.request_id,
-        "tasks": [
-            {
-                "id": t.id,
-                "task": t.task,
-                "model": t.model,
-                "backend": t.backend,
-                "status": t.status.value,
-                "started": t.started.isoformat() if t.started else None,
-                "ended": t.ended.isoformat() if t.ended else None,
-                "error": t.error,
-            }
-            for t in reply.tasks
-        ],
-        "files": [str(f.path.resolve()) for f in reply.files],
-        "usage": {
-            "llm_calls": reply.usage.llm_calls,
-            "prompt_tokens": reply.usage.prompt_tokens,
-            "completion_tokens": reply.usage.completion_tokens,
-        },
-        "timings": dict(reply.timings),
-    }
-
-
 async def ask(
     agent: AgentAPI,
     text: str,
@@ -205,7 +184,10 @@ async def ask(
     try:
         attachments = tuple(read_attachment(f, max_bytes) for f in files)
     except InputRejected as e:
-        print(f"error: {e}", file=err)
+        if as_json:
+            cli_json.write(cli_json.outcome_json(cli_json.ERROR, str(e)), out)
+        else:
+            print(f"error: {e}", file=err)
         return 2
     # The person at the terminal runs the bot: the operator, exempt from quotas.
     request = Request(
@@ -215,11 +197,16 @@ async def ask(
     terminal = terminal or Terminal(agent)
     reply = await terminal.answer(request, surface)
     if reply is None:  # the status said why, unless this process stopped first
-        if terminal.stopped:
-            print("error: stopped before the request was answered", file=err)
+        stopped = "stopped before the request was answered"
+        if as_json:
+            why = stopped if terminal.stopped else surface.failure or "the request was not run"
+            status = cli_json.INTERRUPTED if terminal.stopped else cli_json.ERROR
+            cli_json.write(cli_json.outcome_json(status, why), out)
+        elif terminal.stopped:
+            print(f"error: {stopped}", file=err)
         return 1
     if as_json:
-        print(json.dumps(reply_json(reply), ensure_ascii=False), file=out)
+        cli_json.write(cli_json.reply_json(reply), out)
     return 1 if reply.error or reply.fallback else 0
 
 

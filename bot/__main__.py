@@ -96,14 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setup_logging(settings: Settings, command: str, not_handed_over: str | None = None) -> None:
-    quiet = command in ("ask", "chat", "models", "db", "doctor", "usage", "config")
-    level = settings.log_level or ("WARNING" if quiet else "INFO")
-    from core.telemetry.logs import configure_logging  # LOG_FORMAT: text, or JSON lines
+def _setup_logging(
+    settings: Settings, args: argparse.Namespace, not_handed_over: str | None = None
+) -> None:
+    """The terminal commands log to a file, the servers to stderr (bot.logs)."""
+    from bot import logs
 
-    configure_logging(level, settings.log_format, sys.stderr)
-    for noisy in ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    command = args.command
+    logs.setup(settings, command, getattr(args, "target", None))
     if not_handed_over:
         log.debug("%s runs here, not in a CLI worker: %s", command, not_handed_over)
 
@@ -128,7 +128,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         "db": commands.db,
         "models": commands.models,
         "discord": commands.discord,
-        "doctor": commands.doctor,
+        "doctor": _doctor,
         "eval": _eval,
         "usage": _usage,
         "config": _config,
@@ -146,6 +146,8 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         if not lifecycle.terminated:
             raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt (exit 130)
         log.info("stopped by SIGTERM")
+        if _as_json(args):
+            _print_outcome("interrupted", "stopped by SIGTERM before the answer")
         return 143
     except BaseExceptionGroup as group:
         # `run all`: one platform failed (the others were stopped): say why, once.
@@ -159,6 +161,12 @@ async def _serve(settings: Settings, lifecycle: Lifecycle) -> int:
     from bot import worker
 
     return await worker.serve(settings, lifecycle, failure)
+
+
+async def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from bot import doctor
+
+    return await doctor.run(settings)
 
 
 async def _eval(args: argparse.Namespace, settings: Settings) -> int:
@@ -243,6 +251,26 @@ def failure(e: BotError) -> tuple[int, str]:
     return 1, f"error: {_one_line(e)}"
 
 
+def _as_json(args: argparse.Namespace) -> bool:
+    """``ask --json``: every outcome is one JSON object on stdout."""
+    return args.command == "ask" and bool(getattr(args, "json", False))
+
+
+def _print_outcome(status: str, message: str) -> None:
+    from adapters import cli_json  # standard library only
+
+    cli_json.write(cli_json.outcome_json(status, message), sys.stdout)
+
+
+def _fail(args: argparse.Namespace, code: int, line: str) -> int:
+    """Say a failure once: ``line`` on stderr, or ``ask --json``'s object on stdout."""
+    if _as_json(args):
+        _print_outcome("error", line.removeprefix("error: "))
+    else:
+        print(line, file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     not_handed_over = None
@@ -275,19 +303,24 @@ def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> in
     try:
         settings = get_settings()
     except Exception as e:  # pydantic ValidationError: name the bad variable
-        print(f"error: invalid configuration: {_settings_problem(e)}", file=sys.stderr)
-        return 2
-    _setup_logging(settings, args.command, not_handed_over)
+        return _fail(args, 2, f"error: invalid configuration: {_settings_problem(e)}")
+    _setup_logging(settings, args, not_handed_over)
     try:
         if args.command in _USES_DATABASE:
             _check_database_url(settings.database_url)
         return asyncio.run(_main(args, settings))
     except BotError as e:
-        code, line = failure(e)
-        print(line, file=sys.stderr)
-        return code
+        return _fail(args, *failure(e))
     except KeyboardInterrupt:
+        if _as_json(args):
+            _print_outcome("interrupted", "stopped by Ctrl-C before the answer")
         return 130
+    except Exception:
+        if not _as_json(args):
+            raise
+        log.exception("ask failed")  # the traceback goes to the log
+        _print_outcome("error", "the command failed unexpectedly; the log says why")
+        return 1
 
 
 if __name__ == "__main__":

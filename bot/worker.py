@@ -23,7 +23,6 @@ import io
 import logging
 import os
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -33,14 +32,13 @@ from typing import Any
 
 from pydantic import AliasChoices
 
-from adapters import cli
-from bot import worker_client
+from adapters import cli, cli_json
+from bot import logs, worker_client
 from bot import worker_protocol as wire
 from bot.app import llm_key, open_agent
 from bot.lifecycle import Lifecycle
 from bot.settings import Settings
 from core.errors import BotError, ConfigError
-from core.telemetry.logs import ContextFilter, formatter
 from core.types import AgentAPI, Attachment, Job, Reply, Request
 
 log = logging.getLogger("bot.worker")
@@ -98,46 +96,35 @@ class _Client:
         return _Stream(self, name)
 
 
-# The CLI whose command the current task works on (its log lines go there too).
+# The CLI whose command the current task works on (its log lines go to the log file).
 _client: ContextVar[_Client | None] = ContextVar("cli_worker_client", default=None)
 
 
-class _ToClient(logging.Handler):
-    """Log lines a command writes, sent to its terminal's stderr too, as
-    ``ask`` in its own process shows them (same level and format)."""
+class _CommandsOnly(logging.Filter):
+    """The records written while a CLI's command runs (its task and the
+    tasks and threads it starts)."""
 
-    def __init__(self, level: str, settings: Settings) -> None:
-        super().__init__(level.upper())
-        self.setFormatter(formatter(settings.log_format))
-        self.addFilter(ContextFilter())
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        client = _client.get()
-        if client is None:
-            return
-        try:
-            message = wire.Output("err", self.format(record) + "\n")
-        except Exception:
-            self.handleError(record)
-            return
-        if threading.get_ident() == self._thread:
-            client.send(message)
-        else:  # a worker thread of the command's (asyncio.to_thread)
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                self._loop.call_soon_threadsafe(client.send, message)
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _client.get() is not None
 
 
 @contextmanager
 def _logs_to_clients(settings: Settings) -> Iterator[None]:
-    handler = _ToClient(settings.log_level or "WARNING", settings)  # ask's and chat's level
+    """The log lines of the commands it runs go where ``ask`` and ``chat``
+    in their own process write theirs: the terminal's log file, not the
+    person's terminal (bot.logs).  They are in the worker's own log too."""
+    handler = logs.file_handler(settings, settings.log_level or "INFO")
+    if handler is None:  # not writable: the worker's own log has them
+        yield
+        return
+    handler.addFilter(_CommandsOnly())
     root = logging.getLogger()
     root.addHandler(handler)
     try:
         yield
     finally:
         root.removeHandler(handler)
+        handler.close()
 
 
 class _Stream(io.StringIO):
@@ -320,7 +307,8 @@ class Worker:
             command = self._ask(message, files, client)
         else:
             command = self._chat(message, client, chat_input)
-        work = asyncio.ensure_future(self._guarded(command, client))
+        as_json = isinstance(message, wire.Ask) and message.as_json
+        work = asyncio.ensure_future(self._guarded(command, client, as_json))
         watch = asyncio.ensure_future(_watch(reader, chat_input))
         try:
             await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -347,18 +335,22 @@ class Worker:
             return "it was started with other settings (environment, .env or directory)"
         return None
 
-    async def _guarded(self, command: Awaitable[int], client: _Client) -> int:
-        """The command's exit code; the project's errors in one line, as ``python -m bot``."""
+    async def _guarded(self, command: Awaitable[int], client: _Client, as_json: bool) -> int:
+        """The command's exit code; the project's errors in one line, as
+        ``python -m bot`` says them (``ask --json``: as its JSON object)."""
         try:
             return await command
         except BotError as e:
             code, line = self.describe(e)
-            client.send(wire.Output("err", line + "\n"))
-            return code
         except Exception:
             log.exception("CLI worker: the command failed")
-            client.send(wire.Output("err", "error: the CLI worker failed; its log says why\n"))
-            return 1
+            code, line = 1, "error: the CLI worker failed; its log says why"
+        if as_json:
+            outcome = cli_json.outcome_json(cli_json.ERROR, cli_json.error_message(line))
+            client.send(wire.Output("out", cli_json.line(outcome)))
+        else:
+            client.send(wire.Output("err", line + "\n"))
+        return code
 
     async def _ask(self, ask: wire.Ask, files: list[cli.NamedFile], client: _Client) -> int:
         return await cli.ask(

@@ -223,7 +223,7 @@ def hand_over(args: argparse.Namespace) -> int | str:
         except (OSError, wire.ProtocolError) as e:
             return f"the CLI worker at {path} did not take the command ({e})"
         sock.settimeout(None)
-        return _run(session, args.command == "chat")
+        return _run(session, args.command == "chat", bool(getattr(args, "json", False)))
 
 
 def _handshake(sock: socket.socket, path: Path, origin: Origin) -> _Session | str:
@@ -263,9 +263,10 @@ def _read(path: str, max_bytes: int) -> wire.SentFile:
     return wire.SentFile.of(path, len(data), data)
 
 
-def _run(session: _Session, chat: bool) -> int:
+def _run(session: _Session, chat: bool, as_json: bool = False) -> int:
     """Relay the command's output until its exit code; Ctrl-C and SIGTERM
-    leave (the worker stops the request) with 130 and 143."""
+    leave (the worker stops the request) with 130 and 143.  ``as_json``
+    (``ask --json``): a failure of its own is said as the JSON object too."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise _Stopped
@@ -274,12 +275,16 @@ def _run(session: _Session, chat: bool) -> int:
     try:
         if chat:
             threading.Thread(target=_send_input, args=(session,), daemon=True).start()
-        return _relay(session, sys.stdout, sys.stderr)
+        return _relay(session, sys.stdout, sys.stderr, as_json)
     except KeyboardInterrupt:
         if session.at_prompt:  # as the chat does: end the prompt's line
             print(file=sys.stderr)
+        if as_json:
+            _outcome("interrupted", "stopped by Ctrl-C before the answer", sys.stdout)
         return 130
     except _Stopped:
+        if as_json:
+            _outcome("interrupted", "stopped by SIGTERM before the answer", sys.stdout)
         return 143
     except BrokenPipeError:  # stdout closed (`| head`): nobody reads the rest
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -288,19 +293,28 @@ def _run(session: _Session, chat: bool) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _relay(session: _Session, out: TextIO, err: TextIO) -> int:
+def _outcome(status: str, message: str, out: TextIO) -> None:
+    """``ask --json``'s object for an outcome with no reply."""
+    from adapters import cli_json  # standard library only; loaded on this path alone
+
+    cli_json.write(cli_json.outcome_json(status, message), out)
+
+
+def _relay(session: _Session, out: TextIO, err: TextIO, as_json: bool = False) -> int:
     while True:
         try:
             message = session.receive()
         except (OSError, wire.ProtocolError):
             message = None
         if message is None:
-            print(
-                f"error: the CLI worker (pid {session.pid}) stopped before the command "
-                "finished; run it again",
-                file=err,
-                flush=True,
+            why = (
+                f"the CLI worker (pid {session.pid}) stopped before the command finished; "
+                "run it again"
             )
+            if as_json:
+                _outcome("error", why, out)
+            else:
+                print(f"error: {why}", file=err, flush=True)
             return 1
         if isinstance(message, wire.Exit):
             return message.code

@@ -52,12 +52,15 @@ import contextlib
 import contextvars
 import json
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
+import httpx2
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.chat.chat_completion import Choice
@@ -96,6 +99,14 @@ MIN_ATTEMPT = 5.0
 _PLACEHOLDER_KEY = "no-key"  # local servers ignore the key but the SDK insists on one
 _JSON_OBJECT: ResponseFormatJSONObject = {"type": "json_object"}
 _CAP_PARAMS = ("max_completion_tokens", "max_tokens")
+# Hosts that are this machine: a server there that cannot be reached is not running.
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+# A proxy that could not be used (the transport reports some as timeouts).
+_PROXY_ERRORS = (
+    httpx2.ProxyError,
+    aiohttp.ClientProxyConnectionError,
+    aiohttp.ClientHttpProxyError,
+)
 _MAX_ADAPTATIONS = 6  # parameter step-downs within one call (each removes something)
 _FORMAT_NAMES = ("response_format", "json_schema")
 
@@ -379,7 +390,7 @@ class LLM:
                         # a retryable failure that outlasted the retries or the deadline
                         spent = format_seconds(deadline.elapsed())
                         message += f" ({deadline.attempts} attempts in {spent})"
-                    raise RunFailed(message) from exc
+                    raise RunFailed(message + self._unreachable_advice(exc)) from exc
                 except Exception as exc:
                     # What the SDK could not even parse: a 200 with JSON that does
                     # not parse, a body it cannot decode.  The server is at fault.
@@ -430,7 +441,8 @@ class LLM:
             except (openai.APIStatusError, ValueError):  # refused, or not JSON
                 ids = []
             except openai.OpenAIError as exc:
-                raise RunFailed(self._describe(exc, Fault.of(exc), "?", 0)) from exc
+                message = self._describe(exc, Fault.of(exc), "?", 0)
+                raise RunFailed(message + self._unreachable_advice(exc)) from exc
             if not ids:
                 raise RunFailed(
                     f"The language model server at {self.host} lists no model: set LLM_MODEL"
@@ -707,6 +719,8 @@ class LLM:
     ) -> str:
         """A user-facing sentence for an SDK failure (no secrets)."""
         who = f"The language model at {self.host}"
+        if any(isinstance(e, _PROXY_ERRORS) for e in _chain(exc)):
+            return f"{who} could not be reached through the proxy"
         # APITimeoutError subclasses APIConnectionError: test it first.
         if isinstance(exc, openai.APITimeoutError):
             if deadline is None:
@@ -746,6 +760,37 @@ class LLM:
         if isinstance(exc, openai.APIResponseValidationError):
             return f"{who} sent an answer that could not be read"
         return f"{who} failed ({type(exc).__name__})"
+
+    def _unreachable_advice(self, exc: openai.OpenAIError) -> str:
+        """For a server that could not be reached: the likely causes and the
+        setting to check, worded by where it is ("" for other failures)."""
+        found = _chain(exc)
+        if any(isinstance(e, _PROXY_ERRORS) for e in found):
+            return (
+                ": the proxy HTTPS_PROXY names could not be used or refused the connection "
+                "(check HTTPS_PROXY, and NO_PROXY for addresses reached directly)"
+            )
+        timeout = isinstance(exc, openai.APITimeoutError)
+        if not isinstance(exc, openai.APIConnectionError) or (
+            timeout and not any(isinstance(e, httpx2.ConnectTimeout) for e in found)
+        ):
+            return ""  # reached: it answered, or was too slow to
+        url_var = "HF_ROUTER_URL" if self.hf_router else "OPENAI_BASE_URL"
+        address = _shown_url(self.base_url)
+        host = urlsplit(self.base_url).hostname or ""
+        if host in _LOOPBACK:
+            return (
+                f". Is its server running? Start it (llama-server, vllm serve, ollama serve), "
+                f"or set {url_var} to the address it listens on (now {address})"
+            )
+        if any(isinstance(e, socket.gaierror) for e in found):
+            cause = f"the name {host} could not be looked up"
+        else:
+            cause = "the connection failed"
+        return (
+            f". Likely causes: no network here ({cause}), a proxy this process was not "
+            f"told of (set HTTPS_PROXY), or a wrong address ({address}; check {url_var})"
+        )
 
 
 class _StreamCut(Exception):
@@ -811,6 +856,23 @@ async def _gather(
 def _cause(exc: openai.OpenAIError) -> str:
     status = getattr(exc, "status_code", None)
     return f"HTTP {status}" if status else type(exc).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in found and len(found) < 10:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _shown_url(url: str) -> str:
+    """``url`` without any user:password part (it may hold a secret)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc).geturl()
 
 
 def _host_of(base_url: str) -> str:

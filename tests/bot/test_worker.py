@@ -33,6 +33,8 @@ from tests.fakes.samples import sample_png
 WITHIN = 60.0  # a hang guard, not a duration under test
 DRAW = '[{"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}]'
 DETECT = '[{"task": "object-detection", "id": 0, "dep": [-1], "args": {"image": "photo.png"}}]'
+# A log line as the text format writes it: "2026-11-27 03:12:30,901 WARNING core.llm: …".
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ", re.MULTILINE)
 # A measured duration ("latency=0.03s", "in 1.5 s", "120 ms"): it differs from run to run.
 _DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?m?s\b")
 
@@ -177,30 +179,33 @@ async def test_ask_through_the_worker_prints_what_ask_prints(
     assert there[0][2].splitlines()[0] == here[0][2].splitlines()[0]
 
 
-async def test_the_commands_log_lines_reach_its_terminal(
+async def test_the_commands_log_lines_go_to_the_log_file_as_in_its_own_process(
     tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, workers: list[Worker]
 ) -> None:
-    """A warning the request logs shows on the terminal, as in its own process."""
+    """A warning the request logs goes to the terminal's log file
+    (DATA_DIR/logs/bot.log), not to the terminal, where the failure is said
+    once: run here or in the worker alike."""
     env = env_for(tmp_path, llm_fake, hf_fake, LLM_MAX_RETRIES="0")
+    log_file = tmp_path / "logs" / "bot.log"
     llm_fake.fail(500, stage="plan")
     code, _, here = await process_env.run_bot("ask", "hello", env=env, cwd=tmp_path)
     assert code == 1
+    logged_here = log_file.read_text(encoding="utf-8")
     worker = await serving(env, tmp_path, workers)
     llm_fake.fail(500, stage="plan")
     code, _, there = await process_env.run_bot("ask", "hello", env=env, cwd=tmp_path)
     assert code == 1 and worker.commands() == 1
+    logged_there = log_file.read_text(encoding="utf-8").removeprefix(logged_here)
 
-    def warnings(err: str) -> list[str]:  # without the time, the request id and durations
-        return [
-            without_durations(line.split(" ", 2)[2].split(" request ")[0])
-            for line in err.splitlines()
-            if " WARNING " in line
-        ]
-
-    assert warnings(there) == warnings(here)
-    assert any(w.startswith("WARNING core.llm: llm call failed") for w in warnings(there))
+    for logged in (logged_here, logged_there):
+        assert logged.count("WARNING core.llm: llm call failed") == 1, logged
+    for err in (here, there):
+        assert not LOG_LINE.search(err), err
+        assert [line for line in err.splitlines() if "HTTP 500" in line] == [
+            err.splitlines()[-1]
+        ]  # said once: the status's last line
     last = [without_durations(err.splitlines()[-1]) for err in (there, here)]
-    assert last[0] == last[1]  # the status's last line
+    assert last[0] == last[1]
 
 
 async def test_a_file_named_with_file_reaches_the_model(
@@ -269,7 +274,8 @@ async def test_a_worker_started_with_other_settings_is_not_used(
     code, out, err = await process_env.run_bot("ask", "draw", env=other, cwd=tmp_path)
     assert code == 0, err
     assert "image.png" in out  # answered here, in this process
-    assert "runs here, not in a CLI worker" in err and "other settings" in err
+    logged = (tmp_path / "logs" / "bot.log").read_text(encoding="utf-8")  # LOG_LEVEL=DEBUG
+    assert "runs here, not in a CLI worker" in logged and "other settings" in logged
     assert worker.commands() == 0
 
     # a .env in the directory is part of the settings too

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
     """This machine's environment without any LLM/HF/platform settings, with
-    the store under ``tmp_path`` and the project importable."""
+    the store under ``tmp_path`` and the project importable.  The per-user
+    data directory (the terminal's log file, a CLI worker's socket) is under
+    ``tmp_path`` too, never this user's own."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -30,6 +32,7 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
         DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}",
         MEDIA_DIR=str(tmp_path / "media"),
         PYTHONPATH=str(ROOT),
+        XDG_DATA_HOME=str(tmp_path / "xdg"),
     )
     return env
 
