@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +66,21 @@ class EvalItem:
     shape: str | None = None  # the gold's (or the line's) shape
     missing: tuple[str, ...] = ()  # gold tools we do not have
     gold_problem: str | None = None  # why the gold cannot be read
+    # The gold as the line gives it (task_nodes, or our plan format), for the report.
+    gold_given: Any = field(default=None, compare=False)
+    # The gold as TaskBench nodes, what evaluate.py scores: task_nodes as given,
+    # or our plan format written as TaskBench would (None: no gold TaskBench can take).
+    taskbench_gold: Any = field(default=None, compare=False)
+    taskbench_type: object = None  # the line's type as given, else the gold's shape
 
     @property
     def has_gold(self) -> bool:
-        return self.gold is not None or bool(self.missing) or self.gold_problem is not None
+        return (
+            self.gold is not None
+            or bool(self.missing)
+            or self.gold_problem is not None
+            or self.taskbench_gold is not None
+        )
 
 
 def load_dataset(path: Path) -> list[EvalItem]:
@@ -111,7 +122,12 @@ def item_of(row: Mapping[str, Any], default_id: str) -> EvalItem:
         tb = taskbench.gold_of(row)
         if shape is None and tb.graph is not None:
             shape = shape_of(len(tb.graph.nodes), tb.graph.links())
-        return EvalItem(item_id, request, files, tb.graph, shape, tb.missing, tb.problem)
+        given = row["task_nodes"]
+        return EvalItem(
+            item_id, request, files, tb.graph, shape, tb.missing, tb.problem,
+            gold_given=given, taskbench_gold=given,
+            taskbench_type=row.get("type", shape),
+        )  # fmt: skip
     raw = row.get("plan", row.get("gold"))
     if raw is None:
         return EvalItem(item_id, request, files, shape=shape)
@@ -126,12 +142,17 @@ def item_of(row: Mapping[str, Any], default_id: str) -> EvalItem:
         )
     )
     if missing:
-        return EvalItem(item_id, request, files, shape=shape, missing=missing)
+        return EvalItem(item_id, request, files, shape=shape, missing=missing, gold_given=raw)
     try:
         plan = parse_plan(json.dumps(raw))
     except PlanError as e:
-        return EvalItem(item_id, request, files, shape=shape, gold_problem=str(e))
-    return EvalItem(item_id, request, files, graph_of_plan(plan), shape or plan_shape(plan))
+        return EvalItem(item_id, request, files, shape=shape, gold_problem=str(e), gold_given=raw)
+    graph = graph_of_plan(plan)
+    shape = shape or plan_shape(plan)
+    return EvalItem(
+        item_id, request, files, graph, shape,
+        gold_given=raw, taskbench_gold=taskbench.graph_nodes(graph), taskbench_type=shape,
+    )  # fmt: skip
 
 
 def _files(raw: Any, request: str) -> tuple[tuple[str, str], ...]:

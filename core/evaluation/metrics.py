@@ -1,32 +1,36 @@
-"""TaskBench's plan metrics, as ``taskbench/evaluate.py`` (microsoft/JARVIS)
-computes them for resource dependencies, on :class:`TaskGraph` pairs.
+"""Our view of TaskBench's plan metrics, on :class:`TaskGraph` pairs in our
+task names.  (TaskBench's own figures, exactly as its ``evaluate.py``
+computes them, are :mod:`core.evaluation.taskbench_exact`'s; this view is
+printed after them, where it differs.)
 
-Per request, each metric compares two **sets** built from the gold plan and
-the predicted one; the true positives, false positives and false negatives
-are summed over the requests (micro average) and F1 = 2TP / (2TP + FP + FN):
+The metrics are TaskBench's, read in our terms.  Per request, each compares
+two **sets** built from the gold plan and the predicted one; the true
+positives, false positives and false negatives are summed over the requests
+(micro average) and F1 = 2TP / (2TP + FP + FN):
 
-* **node F1** – the set of task names (names outside the task table count on
-  neither side, as TaskBench ignores tools not in its list);
+* **node F1** – the set of task names (names outside our task table count on
+  neither side);
 * **edge F1** – the set of ``(source task, target task)`` pairs, an edge
   being an argument that refers to another task's output (a ``dep`` with no
   such argument is not an edge: TaskBench's "resource" dependencies);
-* **argument-name F1** – ``task-name`` strings, the name of an argument being
-  its kind: a reference's is the output kind of the task it refers to (from
-  our task table), any other value's the kind its file extension says
-  (:func:`content_type`, TaskBench's rule, so a text naming ``photo.jpg`` is
-  an image argument), else ``text``;
-* **argument-value F1** – ``task-name-value`` strings, a reference's value
+* **argument-name F1** – ``task-kind`` strings: a reference's kind is the
+  output kind of the task it refers to (from our task table), any other
+  value's the kind its file extension says (TaskBench's
+  :func:`~core.evaluation.taskbench_exact.content_type`), else ``text``;
+* **argument-value F1** – ``task-kind-value`` strings, a reference's value
   being the name of the task it refers to;
 * **normalised edit distance** – 1 − the mean over requests of the indel
   similarity of the two task-name sequences (``Levenshtein.ratio``:
   2·LCS / (len + len), 1 for two empty plans).
 
-Names are compared, not ids, so renumbered ids are never errors; aliases are
-made canonical before.  Two choices of ours, both documented in
-docs/evaluation.md: the sequences for the edit distance are in a canonical
-topological order (a task after those it needs, ties by name), so the same
-graph written in another order is not an error; and an F1 none of whose
-requests has anything to count is ``None`` (TaskBench prints 0).
+Where this view departs from TaskBench's (docs/evaluation.md): names are our
+canonical task names (aliases, and TaskBench's tools mapped by
+:mod:`core.evaluation.taskbench`, ``Image Editing`` as ``image-to-image``);
+kinds come from our task table; a reference to itself or past the end is no
+argument; the sequences for the edit distance are in a canonical topological
+order (a task after those it needs, ties by name), so the same graph written
+in another order is not an error; and an F1 none of whose requests has
+anything to count is ``None`` (TaskBench prints 0).
 """
 
 from __future__ import annotations
@@ -36,26 +40,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from core.evaluation.graphs import NODE_REF, TaskGraph
-from core.tasks import AUDIO, IMAGE, TASKS, TEXT, VIDEO
+from core.evaluation.taskbench_exact import content_type
+from core.tasks import TASKS
 
-# TaskBench's get_content_type: the first list with an extension in the value wins.
-_EXTENSIONS = (
-    (IMAGE, ("jpg", "png", "jpeg", "gif", "bmp", "tiff", "svg", "ico")),
-    (AUDIO, ("mp3", "wav", "wma", "ogg", "aac", "flac", "aiff", "au")),
-    (VIDEO, ("mp4", "avi", "mov", "flv", "wmv", "mkv", "webm", "m4v", "mpg", "mpeg")),
-)
 UNKNOWN_KIND = "other"  # TaskBench's output kind of a tool not in its list
 _UNKNOWN_TASK = "\x00unknown"  # every name outside the table, in the edit distance
-
-
-def content_type(value: str) -> str:
-    """The kind TaskBench gives an argument value: image, audio or video when
-    the value contains ``.<extension>`` of one, else text."""
-    content = value.strip("'")
-    for kind, extensions in _EXTENSIONS:
-        if any(f".{ext}" in content for ext in extensions):
-            return kind
-    return TEXT
 
 
 def output_kind(task: str) -> str:

@@ -1,23 +1,92 @@
 """TaskBench's Hugging Face tools (microsoft/JARVIS ``taskbench``,
-``data_huggingface/tool_desc.json``) mapped onto our task table, and its gold
-samples (``task_nodes``/``task_links``) read as :class:`TaskGraph`.
+``data_huggingface/tool_desc.json``), in two views.
 
-A gold plan that uses a tool we do not have cannot be planned by our bot:
-such a request is left out of the gold metrics and counted with the tools it
-needs (``missing``).  A gold sample TaskBench itself could not read (a node
-without ``arguments``) is left out too, with the reason (``problem``).
+TaskBench's own (:data:`TOOL_OUTPUTS`, :func:`taskbench_name`,
+:func:`plan_nodes`): the tool list as ``evaluate.py`` reads it, and our plans
+written as TaskBench nodes (``{"task", "arguments"}``, ``<node-j>`` for node
+j's output) under the name TaskBench gives the same task, for
+:mod:`core.evaluation.taskbench_exact`.
+
+Ours (:data:`TOOLS`, :func:`gold_of`): TaskBench's tools mapped onto our task
+table and its gold samples read as :class:`TaskGraph`.  There a gold plan that
+uses a tool we do not have cannot be planned by our bot: such a request is
+left out and counted with the tools it needs (``missing``); a gold sample
+whose arguments are not a list is left out too, with the reason
+(``problem``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.evaluation.graphs import GraphNode, TaskGraph
-from core.tasks import canonical_task
+from core.evaluation.graphs import GraphNode, TaskGraph, graph_of_plan
+from core.planning import PlannedTask
+from core.tasks import TASKS, canonical_task
 
-# TaskBench tool → our task.  Tools we do not have map to None (the reason in a comment).
+# TaskBench's tool list as evaluate.py reads it: each tool's id, in the list's
+# order, and the first of its output types ("none" when it lists none).
+# Checked against tests/data/taskbench_hf_tools.json (MIT, microsoft/JARVIS).
+TOOL_OUTPUTS: dict[str, str] = {
+    "Token Classification": "text",
+    "Translation": "text",
+    "Summarization": "text",
+    "Question Answering": "text",
+    "Conversational": "text",
+    "Text Generation": "text",
+    "Sentence Similarity": "none",
+    "Tabular Classification": "text",
+    "Object Detection": "text",
+    "Image Classification": "text",
+    "Image-to-Image": "image",
+    "Image-to-Text": "text",
+    "Text-to-Image": "image",
+    "Text-to-Video": "video",
+    "Visual Question Answering": "text",
+    "Document Question Answering": "text",
+    "Image Segmentation": "image",
+    "Depth Estimation": "image",
+    "Text-to-Speech": "audio",
+    "Automatic Speech Recognition": "text",
+    "Audio-to-Audio": "audio",
+    "Audio Classification": "text",
+    "Image Editing": "image",
+}
+
+
+def _spelling(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name).casefold()
+
+
+# Our task -> the TaskBench tool of the same name (case, spaces, "-" and "_" aside).
+_TASKBENCH_NAMES = {
+    task: tool for task in TASKS for tool in TOOL_OUTPUTS if _spelling(task) == _spelling(tool)
+}
+
+
+def taskbench_name(task: str) -> str:
+    """The name TaskBench gives our task: the tool of the same name
+    (``image-to-image`` is ``Image-to-Image``, never ``Image Editing``), else
+    our name, which TaskBench does not know."""
+    return _TASKBENCH_NAMES.get(task, task)
+
+
+def graph_nodes(graph: TaskGraph) -> list[dict[str, Any]]:
+    """A graph as TaskBench nodes: ``{"task", "arguments"}``, TaskBench's names."""
+    return [{"task": taskbench_name(n.task), "arguments": list(n.args)} for n in graph.nodes]
+
+
+def plan_nodes(plan: Sequence[PlannedTask]) -> list[dict[str, Any]]:
+    """Our plan as TaskBench nodes, as a TaskBench prediction writes them: a
+    ``<resource>-ID`` becomes ``<node-POSITION>`` (a reference to an id the
+    plan does not have stays as written, a text), a question-answering text
+    ``question\\ncontext`` its two arguments (:func:`graph_of_plan`)."""
+    return graph_nodes(graph_of_plan(plan))
+
+
+# Our view: TaskBench tool → our task.  Tools we do not have map to None (the reason in a comment).
 TOOLS: dict[str, str | None] = {
     "Token Classification": "token-classification",
     "Translation": "translation",

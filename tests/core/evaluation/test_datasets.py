@@ -51,6 +51,34 @@ def test_the_three_formats(tmp_path: Path) -> None:
     assert plain.files == (("talk.WAV", "audio"), ("notes.txt", "text"))
 
 
+def test_the_gold_kept_as_given_and_as_taskbench_nodes(tmp_path: Path) -> None:
+    given = [
+        {"task": "Sentence Similarity", "arguments": ["a", "b"]},  # a tool we lack
+        {"task": "Text-to-Speech", "arguments": {"text": "<node-0>"}},  # a dict, as given
+    ]
+    path = write(
+        tmp_path,
+        {"id": "t", "type": "chain", "instruction": "x", "task_nodes": given},
+        {"id": "p", "request": "Caption cat.png then read it aloud",
+         "plan": [{"task": "Image-to-Text", "id": 3, "dep": [-1], "args": {"image": "cat.png"}},
+                  {"task": "tts", "id": 5, "dep": [3], "args": {"text": "<resource>-3"}}]},
+        {"id": "s", "type": "dag", "request": "x",
+         "plan": [{"task": "sentence-similarity", "id": 0, "dep": [-1], "args": {"text": "a"}}]},
+    )  # fmt: skip
+    tb, paper, lacking = load_dataset(path)
+    # TaskBench's line: scored by TaskBench's rules as it is, not by ours (a tool we lack)
+    assert tb.gold_given == given and tb.taskbench_gold == given
+    assert tb.taskbench_type == "chain" and tb.gold is None and tb.has_gold
+    # our format: written as TaskBench would, under TaskBench's names
+    assert paper.taskbench_gold == [
+        {"task": "Image-to-Text", "arguments": ["cat.png"]},
+        {"task": "Text-to-Speech", "arguments": ["<node-0>"]},
+    ]
+    assert paper.taskbench_type == "chain" and paper.gold_given[1]["task"] == "tts"
+    # our format naming a task we do not know: nothing TaskBench's figures can take
+    assert lacking.taskbench_gold is None and lacking.gold_given[0]["task"] == "sentence-similarity"
+
+
 def test_files_given_as_handles_or_pairs(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -11,7 +11,6 @@ from core.evaluation.graphs import GraphNode, TaskGraph, graph_of_plan
 from core.evaluation.metrics import (
     GoldScores,
     canonical_order,
-    content_type,
     features,
     score_sample,
     sequence_similarity,
@@ -161,16 +160,3 @@ def test_canonical_order_puts_a_task_after_what_it_needs() -> None:
         ("image-to-text", ("x.jpg",)),
     )
     assert canonical_order(g) == ("image-to-text", "object-detection", "text-to-speech")
-
-
-@pytest.mark.parametrize(
-    ("value", "kind"),
-    [
-        ("example.jpg", "image"),
-        ("'clip.mp4'", "video"),
-        ("please read memo.wav", "audio"),
-        ("Hello, world", "text"),
-    ],
-)
-def test_content_type_follows_taskbench(value: str, kind: str) -> None:
-    assert content_type(value) == kind
