@@ -213,6 +213,7 @@ async def _llm_problems(llm: LLM, seconds: float) -> tuple[list[str], str]:
     context size: what is wrong, and what was found."""
     from core.config import AgentConfig
     from core.llm import BudgetExhausted, estimate_tokens
+    from core.plan_schema import planning_token_cap
     from core.planning import CHAT_LOG_BUDGET, build_planning_messages
     from core.tasks import TASKS
     from core.types import Usage
@@ -238,7 +239,8 @@ async def _llm_problems(llm: LLM, seconds: float) -> tuple[list[str], str]:
     planning = build_planning_messages(request_text="", chat_log=[], files=[], runnable=list(TASKS))
     needed = estimate_tokens(planning) + CHAT_LOG_BUDGET // 4 + config.selection_max_tokens
     if n_ctx is not None and n_ctx < needed:
-        size = 1 << (needed + config.planning_max_tokens - 1).bit_length()
+        cap = config.planning_max_tokens or planning_token_cap(config.max_tasks)
+        size = 1 << (needed + cap - 1).bit_length()
         problems.append(
             f"the context of {model} at {llm.host} holds {n_ctx} tokens; planning "
             f"needs about {needed}: restart the server with a larger context "

@@ -35,16 +35,8 @@ from core.execution import Assignment, Executor, TaskOutcome, with_handles
 from core.jobs import Outcome, TurnQueue
 from core.llm import LLM, Deadline
 from core.mediatypes import inspect_attachment, sniff
-from core.planning import (
-    RETRY_HINT,
-    PlannedTask,
-    build_planning_messages,
-    check_plan,
-    names_tasks,
-    parse_plan,
-    plan_schema,
-    reask_messages,
-)
+from core.planner import PlanAsk, make_plan
+from core.planning import RETRY_HINT, PlannedTask, check_plan
 from core.ratelimit import QuotaLimiter, Quotas
 from core.response import Answer, fallback_answer, generate_response
 from core.result_cache import ResultCache
@@ -72,6 +64,7 @@ from core.types import (
     ModelChoice,
     PastRequest,
     PlannedStep,
+    PlanNote,
     PlanPreview,
     QueuePosition,
     Reply,
@@ -649,7 +642,9 @@ class Agent:
                 handles = turn.handles()
                 async with self._llm_stage(Stage.PLANNING, emit):
                     runnable = turn.settings.runnable if turn.settings else None
-                    plan = await self._plan(req, turn.history, handles, turn.usage, runnable)
+                    plan = await self._plan(
+                        req, turn.history, handles, turn.usage, runnable, turn.plan_notes
+                    )
                 st.note(tasks=len(plan))
             turn.timings["planning"] = st.seconds
 
@@ -733,55 +728,32 @@ class Agent:
         handles: dict[str, str],
         usage: Usage,
         offered: Sequence[str] | None = None,
+        notes: list[PlanNote] | None = None,
     ) -> list[PlannedTask]:
+        """The plan for ``req`` (:func:`core.planner.make_plan`); RunFailed
+        when there is none.  ``notes``: gets what the person is told of the
+        repairs that changed the plan's meaning."""
         runnable = (
             list(offered) if offered is not None else self.router.runnable_tasks(self.catalog)
         )
-        messages = build_planning_messages(
+        ask = PlanAsk(
             request_text=req.text,
             chat_log=chat_log(history),
-            files=sorted(handles.items()),
+            handles=handles,
             runnable=runnable,
+            max_tasks=self.config.max_tasks,
+            max_tokens=self.config.planning_max_tokens,
+            needs_models=bool(req.attachments),
         )
-        schema = plan_schema(runnable)
-        cap = self.config.planning_max_tokens
-        raw = await self.llm.complete(messages, usage=usage, max_tokens=cap, schema=schema)
-        first: list[PlannedTask] = []
-        try:
-            first = parse_plan(raw)
-            check_plan(first, handles=handles, runnable=runnable, max_tasks=self.config.max_tasks)
-            return first
-        except PlanError as e:
-            # A rejected plan with tasks (or files to work on) needs models: don't offer [].
-            had_tasks = bool(first) or names_tasks(raw)
-            log.info("request %s: plan rejected (%s); asking again", req.request_id, e)
-            again = reask_messages(
-                messages, raw, str(e), empty_is_wrong=had_tasks or bool(req.attachments)
-            )
-            raw2 = await self.llm.complete(again, usage=usage, max_tokens=cap, schema=schema)
-            try:
-                plan = self._checked(raw2, handles, runnable)
-            except PlanError as e2:
-                log.warning("request %s: second plan rejected: %s", req.request_id, e2)
-                why = str(e2).replace(RETRY_HINT, "").strip()
-                raise RunFailed(
-                    "I could not turn your request into a workable plan "
-                    f"(the language model's plan was invalid twice: {why}) "
-                    "Try rephrasing it, or name the files to use."
-                ) from e2
-            if not plan and had_tasks:
-                log.warning("request %s: the corrected plan dropped every task", req.request_id)
-                why = str(e).replace(RETRY_HINT, "").strip()
-                raise RunFailed(
-                    "I could not turn your request into a workable plan (the language model's "
-                    f"plan was invalid: {why} Asked to correct it, it answered with no task "
-                    "at all.) Try rephrasing it, or name the files to use."
-                ) from e
-            return plan
-
-    def _checked(self, raw: str, handles: dict[str, str], runnable: list[str]) -> list[PlannedTask]:
-        plan = parse_plan(raw)
-        check_plan(plan, handles=handles, runnable=runnable, max_tasks=self.config.max_tasks)
+        result = await make_plan(self.llm, ask, usage, label=f"request {req.request_id}")
+        if result.llm_error is not None:
+            raise result.llm_error
+        plan = result.plan
+        if plan is None:
+            log.warning("request %s: no plan: %s", req.request_id, result.failure)
+            raise RunFailed(result.failure or "I could not turn your request into a plan.")
+        if notes is not None:
+            notes.extend(result.notes)
         return plan
 
     async def _select_and_execute(
@@ -994,6 +966,7 @@ class Agent:
             usage=turn.usage,
             request_id=turn.request.request_id,
             status=status,
+            plan_notes=tuple(turn.plan_notes),
         )
 
     async def _persist(

@@ -67,6 +67,10 @@ class AgentConfig:
     job_poll_seconds: float = 2.0
     # Completion caps per LLM stage (tokens, reasoning included): a model that
     # loops stops here instead of at the timeout; room is left for reasoning.
-    planning_max_tokens: int = 4096
+    # Planning, None: what a plan of max_tasks tasks needs (about 70 tokens a
+    # task, the request's length, and room to think for a model that
+    # reasons: core.plan_schema.planning_token_cap), so a slow server that
+    # loops is stopped within a minute rather than four.
+    planning_max_tokens: int | None = None
     selection_max_tokens: int = 1024
     answer_max_tokens: int = 4096

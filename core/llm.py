@@ -12,9 +12,12 @@ require:
   then on (remembered per client).
 * **Structured output, degrading per client.**  A caller may pass a
   :class:`JSONSchema`: it is sent as ``response_format=json_schema``; a
-  server that rejects ``response_format`` itself is asked with
-  ``json_object``, then with nothing.  No other 400 turns JSON mode off.
-  Parsing stays tolerant either way (the stages' own parsers).
+  server that refuses it (a 400 naming ``response_format``, ``json_schema``,
+  the schema or a grammar) is sent the schema's plainer forms
+  (:attr:`JSONSchema.fallbacks`) one by one, then ``json_object``, then
+  nothing.  No other 400 turns JSON mode off.  Parsing stays tolerant either
+  way (the stages' own parsers); :attr:`LLM.structured_output` says what the
+  server took.
 * **Bounded time.**  Every stage passes a completion cap, and when the
   server says how big its context is (llama.cpp ``GET /props``, vLLM
   ``max_model_len``) a prompt that cannot fit fails before it is sent.
@@ -108,7 +111,9 @@ _PROXY_ERRORS = (
     aiohttp.ClientHttpProxyError,
 )
 _MAX_ADAPTATIONS = 6  # parameter step-downs within one call (each removes something)
-_FORMAT_NAMES = ("response_format", "json_schema")
+# What a refusal of our structured output names (its param, or its words: vLLM
+# says "JSON schema", llama.cpp that it could not build the grammar).
+_FORMAT_NAMES = ("response_format", "json_schema", "schema", "JSON schema", "grammar")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +121,18 @@ class JSONSchema:
     """A JSON schema for structured output (``response_format=json_schema``).
 
     ``schema`` should be valid in OpenAI's strict mode (objects at the root,
-    every property required, no additional properties).
+    every property required, no additional properties), or have a
+    ``fallback`` that is.  ``fallbacks``: plainer forms of it, most
+    constraining first, for a server that refuses the one before.
     """
 
     name: str
     schema: Mapping[str, Any]
+    fallbacks: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def forms(self) -> tuple[Mapping[str, Any], ...]:
+        return (self.schema, *self.fallbacks)
 
 
 class BudgetExhausted(RunFailed):
@@ -190,6 +202,7 @@ class _Sent:
     temperature: float | None
     effort: str | None
     stream_usage: bool = False  # stream_options.include_usage (a streamed call)
+    form: int = 0  # which of the schema's forms (JSONSchema.forms) json_schema sends
 
 
 # What a streamed call hands each piece of the answer to.
@@ -261,6 +274,10 @@ class LLM:
         self._cap_param = _CAP_PARAMS[0]
         self._caps_refused: set[str] = set()
         self._format_level = 2
+        self._schema_form = 0  # the first schema form this server has not refused
+        # The model thinks before it answers (its reasoning counts against the
+        # cap): assumed of the hosted APIs and when asked for, learned otherwise.
+        self.reasons = hf_router or self.host == "api.openai.com" or reasoning_effort is not None
         self._stream_usage = True  # until the server refuses stream_options
         self._probe = probe_context
         self._n_ctx: int | None = None
@@ -329,7 +346,9 @@ class LLM:
                         if streamed is None:
                             response = await self._create(model, messages, sent, schema, remaining)
                         else:
-                            chunks = await self._create_stream(model, messages, sent, remaining)
+                            chunks = await self._create_stream(
+                                model, messages, sent, schema, remaining
+                            )
                             response = await _gather(chunks, streamed, sent)
                 except asyncio.CancelledError:
                     # The caller gave up (e.g. a model choice no longer needed): the
@@ -356,7 +375,7 @@ class LLM:
                         raise self._broke_off(exc) from exc
                     fault = Fault.of(exc)
                     if adaptations < _MAX_ADAPTATIONS:
-                        adapted, cap = self._adapt(fault, sent)
+                        adapted, cap = self._adapt(fault, sent, schema)
                         if adapted:
                             adaptations += 1
                             continue
@@ -428,6 +447,14 @@ class LLM:
             yield deadline
         finally:
             _STAGE.reset(token)
+
+    @property
+    def structured_output(self) -> str:
+        """What this server has taken so far: ``json_schema`` (its first
+        form, or ``json_schema form N``), ``json_object`` or ``none``."""
+        if self._format_level == 2:
+            return "json_schema" + (f" form {self._schema_form + 1}" if self._schema_form else "")
+        return ("none", "json_object")[self._format_level]
 
     async def resolve_model(self) -> str:
         """The model to ask for: the configured one, or the first the server lists."""
@@ -504,6 +531,7 @@ class LLM:
             temperature=self._temperature,
             effort=self._effort,
             stream_usage=stream and self._stream_usage,
+            form=self._schema_form,
         )
 
     async def _create(
@@ -532,14 +560,19 @@ class LLM:
         )
 
     async def _create_stream(
-        self, model: str, messages: list[dict[str, str]], sent: _Sent, seconds: float
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        sent: _Sent,
+        schema: JSONSchema | None,
+        seconds: float,
     ) -> openai.AsyncStream[object]:
         """The same request with ``stream=True``: the SDK's stream of chunks
         (server-sent events, ``data: [DONE]`` last), each as its parsed JSON:
         building a ``ChatCompletionChunk`` model per event cost more CPU than
         the rest of the request's LLM calls together (an answer is tens of
         events); :func:`_gather` reads the few fields it needs."""
-        body = self._body(model, messages, sent, None)
+        body = self._body(model, messages, sent, schema)
         body["stream"] = True
         if sent.stream_usage:
             body["stream_options"] = {"include_usage": True}
@@ -561,9 +594,10 @@ class LLM:
     ) -> dict[str, object]:
         body: dict[str, object] = {"model": model, "messages": messages, "stream": False}
         if sent.fmt == 2 and schema is not None:
+            form = schema.forms[min(sent.form, len(schema.fallbacks))]
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": schema.name, "schema": dict(schema.schema), "strict": True},
+                "json_schema": {"name": schema.name, "schema": dict(form), "strict": True},
             }
         elif sent.fmt >= 1:
             body["response_format"] = _JSON_OBJECT
@@ -575,9 +609,15 @@ class LLM:
             body["reasoning_effort"] = sent.effort
         return body
 
-    def _adapt(self, fault: Fault, sent: _Sent) -> tuple[bool, int | None]:
+    def _adapt(
+        self, fault: Fault, sent: _Sent, schema: JSONSchema | None = None
+    ) -> tuple[bool, int | None]:
         """Change what the next request sends after a refusal that names a
-        parameter: (True, the cap to send next) when worth asking again."""
+        parameter: (True, the cap to send next) when worth asking again.
+
+        A refused ``json_schema`` steps to the schema's next form while it
+        has one, then to ``json_object``; a refused ``json_object`` to no
+        ``response_format``."""
         if fault.overflow:
             # vLLM counts prompt + cap against its context: a smaller cap may fit.
             if fault.n_ctx and fault.n_ctx != self._n_ctx:
@@ -591,6 +631,16 @@ class LLM:
             return False, sent.cap
         for by_param in (True, False):
             if sent.fmt and fault.names(*_FORMAT_NAMES, by_param=by_param):
+                if sent.fmt == 2 and schema is not None and sent.form < len(schema.fallbacks):
+                    self._schema_form = sent.form + 1
+                    log.info(
+                        "llm %s refused json_schema form %d of %s; sending form %d from now on",
+                        self.host,
+                        sent.form + 1,
+                        schema.name,
+                        sent.form + 2,
+                    )
+                    return True, sent.cap
                 self._format_level = sent.fmt - 1
                 log.info(
                     "llm %s refused response_format %s; using %s from now on",
@@ -671,6 +721,7 @@ class LLM:
             raise RunFailed(f"{who} sent an answer that could not be read")
         if finish == "length":
             if not (content or "").strip():
+                self.reasons = True  # it thought the whole cap away: leave room next time
                 raise BudgetExhausted(
                     f"{who} used its whole budget of {sent.cap} completion tokens without "
                     "writing an answer (lower LLM_REASONING_EFFORT, or use another model)"

@@ -20,7 +20,7 @@ from core.server_settings import TurnSettings
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History
-from core.types import Request, Resource, TaskRecord, TaskState, Usage
+from core.types import PlanNote, Request, Resource, TaskRecord, TaskState, Usage
 
 # Short handles for generated files, named for the task that made them.
 OUTPUT_NAMES = {
@@ -47,6 +47,7 @@ class Turn:
     generated: list[Resource] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     settings: TurnSettings | None = None  # its server's settings applied (set as it starts)
+    plan_notes: list[PlanNote] = field(default_factory=list)  # repairs that changed the plan
 
     def handles(self) -> dict[str, str]:
         """Every file this turn may name: handle → kind."""

@@ -285,6 +285,24 @@ class Timings(Mapping[str, float]):
         return sum(1 for _ in self)
 
 
+class PlanChange(StrEnum):
+    """A repair of the language model's plan that changed what it means."""
+
+    TASK = "task"  # a task name we do not know, read as one we offer
+    FILE = "file"  # a file the conversation does not hold: its one file of that kind
+
+
+@dataclass(frozen=True, slots=True)
+class PlanNote:
+    """What the person is told of a :class:`PlanChange` (the words are the renderer's)."""
+
+    change: PlanChange
+    task_id: int
+    written: str  # what the language model wrote
+    used: str  # what the plan uses instead
+    kind: str = ""  # FILE: the input's kind (image, audio, video)
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     text: str
@@ -294,6 +312,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     request_id: str = ""
     status: ReplyStatus = ReplyStatus.ANSWERED
+    plan_notes: tuple[PlanNote, ...] = ()  # repairs of the plan that changed its meaning
 
     @property
     def error(self) -> bool:

@@ -16,6 +16,8 @@ from adapters.chat.text import shorten
 from core.types import (
     ModelChoice,
     Notice,
+    PlanChange,
+    PlanNote,
     PlanPreview,
     Reply,
     Stage,
@@ -94,6 +96,16 @@ def stage_words(board: Board) -> str:
     return "Done"
 
 
+def plan_note(note: PlanNote) -> str:
+    """One sentence on a repair that changed the language model's plan."""
+    if note.change is PlanChange.FILE:
+        named = (
+            f" (it named {shorten(note.written, 60)!r}, which is not here)" if note.written else ""
+        )
+        return f"I used {note.used} as the {note.kind} of task {note.task_id}{named}."
+    return f"I read the task {shorten(note.written, 60)!r} as {note.used}."
+
+
 def _same(text: str) -> str:
     return text
 
@@ -136,8 +148,11 @@ class Renderer:
         return self.status(Board.of_notice(notice), limit)
 
     def final(self, reply: Reply, elapsed: float, limit: int) -> str:
-        """The status message's last state for an answered request."""
+        """The status message's last state for an answered request (and what
+        was changed in the language model's plan, one line each)."""
         head = self._line(STAGE_ICONS[Stage.DONE], f"Done in {seconds(elapsed)}", Stage.DONE)
+        for note in reply.plan_notes:
+            head += f"\n{'' if self.terminal else 'ℹ️ '}{self.markup.escape(plan_note(note))}"
         return self._with_tasks(head, reply.tasks, limit)
 
     def failed(self, reason: str, tasks: Sequence[TaskState | TaskRecord], limit: int) -> str:

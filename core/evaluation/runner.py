@@ -1,14 +1,11 @@
 """The planning stage, run on a dataset's requests and recorded answer by answer.
 
-Each request goes through what :meth:`core.agent.Agent._plan` does, with the
-same functions: the prompt of :func:`~core.planning.build_planning_messages`
-(the demonstrations most like the request, only the offered tasks), the
-structured-output schema, :func:`~core.planning.parse_plan` and
-:func:`~core.planning.check_plan`, and one re-ask with the error
-(:func:`~core.planning.reask_messages`) when the answer is refused, all
-within one stage deadline of the configured :class:`~core.llm.LLM`.  Here
-every answer is kept, with what was wrong with it, so the report can say how
-often the first answer parsed, how often a re-ask was needed, which tasks
+Each request goes through :func:`core.planner.make_plan`, the function the
+agent plans with: the same prompt, structured output, repairs, checks and
+one re-ask, all within one stage deadline of the configured
+:class:`~core.llm.LLM`.  Here every answer is kept, with the repairs made
+and what was wrong with it, so the report can say how often the first answer
+parsed, how often a re-ask was needed, which repairs were made, which tasks
 were invented and which links feed the wrong kind of input.
 """
 
@@ -20,24 +17,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.errors import PlanError, RunFailed
+from core.errors import RunFailed
 from core.evaluation.datasets import EvalItem
 from core.evaluation.graphs import inconsistent_links, invented_tasks, plan_shape
 from core.llm import LLM
-from core.planning import (
-    PlannedTask,
-    build_planning_messages,
-    check_plan,
-    names_tasks,
-    parse_plan,
-    plan_schema,
-    reask_messages,
-)
+from core.plan_repair import Repair
+from core.planner import EMPTIED, PlanAsk, PlanAttempt, make_plan
+from core.planner import judge as judge_answer
+from core.planning import PlannedTask
 from core.types import Usage
 
 log = logging.getLogger(__name__)
 
-EMPTIED = "Asked to correct its plan, the language model answered with no task at all."
+__all__ = ["EMPTIED", "Attempt", "PlanningOptions", "RequestResult", "judge", "plan_request"]
 ABORT_AFTER = 3  # the first this many requests all failing on the LLM: stop
 
 
@@ -47,7 +39,7 @@ class PlanningOptions:
 
     runnable: tuple[str, ...]
     max_tasks: int = 10
-    max_tokens: int | None = 4096
+    max_tokens: int | None = None  # None: what a plan of max_tasks needs (as the agent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +47,25 @@ class Attempt:
     """One answer of the LLM and what the planner made of it."""
 
     answer: str
-    plan: tuple[PlannedTask, ...] | None  # None: it did not parse
+    plan: tuple[PlannedTask, ...] | None  # None: it did not parse (or could not be repaired)
     error: str | None  # None: a valid plan
     invented: tuple[str, ...] = ()
     inconsistent: tuple[str, ...] = ()
+    repairs: tuple[Repair, ...] = ()  # made before the plan was checked (core.plan_repair)
+    cut: str | None = None  # "loop" | "cap": the answer was cut off (core.planner)
+
+    @classmethod
+    def of(cls, attempt: PlanAttempt) -> Attempt:
+        plan = attempt.plan
+        return cls(
+            attempt.answer,
+            plan,
+            attempt.error,
+            tuple(invented_tasks(attempt.answer)),
+            tuple(inconsistent_links(plan)) if plan else (),
+            attempt.repairs,
+            attempt.cut,
+        )
 
     @property
     def parsed(self) -> bool:
@@ -116,19 +123,24 @@ class RequestResult:
         return self.item.shape if self.item.shape is not None else plan_shape(self.scored_plan)
 
 
+def _ask(item: EvalItem, options: PlanningOptions) -> PlanAsk:
+    handles = dict(item.files)
+    return PlanAsk(
+        request_text=item.request,
+        handles=handles,
+        runnable=options.runnable,
+        max_tasks=options.max_tasks,
+        max_tokens=options.max_tokens,
+        needs_models=bool(handles),
+    )
+
+
 def judge(answer: str, handles: dict[str, str], options: PlanningOptions) -> Attempt:
-    """Parse and check one answer as the agent does; never raises."""
-    invented = tuple(invented_tasks(answer))
-    try:
-        plan = parse_plan(answer)
-    except PlanError as e:
-        return Attempt(answer, None, str(e), invented)
-    inconsistent = tuple(inconsistent_links(plan))
-    try:
-        check_plan(plan, handles=handles, runnable=options.runnable, max_tasks=options.max_tasks)
-    except PlanError as e:
-        return Attempt(answer, tuple(plan), str(e), invented, inconsistent)
-    return Attempt(answer, tuple(plan), None, invented, inconsistent)
+    """Read, repair and check one answer as the agent does; never raises."""
+    ask = PlanAsk(
+        request_text="", handles=handles, runnable=options.runnable, max_tasks=options.max_tasks
+    )
+    return Attempt.of(judge_answer(answer, ask))
 
 
 async def plan_request(
@@ -137,35 +149,16 @@ async def plan_request(
     options: PlanningOptions,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RequestResult:
-    """Plan one request as the agent would (one re-ask), recording each answer."""
+    """Plan one request as the agent would (:func:`core.planner.make_plan`),
+    recording each answer."""
     result = RequestResult(item)
-    handles = dict(item.files)
-    runnable = list(options.runnable)
-    messages = build_planning_messages(
-        request_text=item.request, chat_log=(), files=sorted(handles.items()), runnable=runnable
-    )
-    schema = plan_schema(runnable)
-    cap = options.max_tokens
     started = clock()
-    try:
-        with llm.stage():
-            raw = await llm.complete(messages, usage=result.usage, max_tokens=cap, schema=schema)
-            first = judge(raw, handles, options)
-            result.attempts.append(first)
-            if first.error is not None:
-                # As the agent: a rejected plan with tasks (or files to work on) needs models.
-                had_tasks = bool(first.plan) or names_tasks(raw)
-                again = reask_messages(
-                    messages, raw, first.error, empty_is_wrong=had_tasks or bool(handles)
-                )
-                raw2 = await llm.complete(again, usage=result.usage, max_tokens=cap, schema=schema)
-                second = judge(raw2, handles, options)
-                if second.error is None and not second.plan and had_tasks:
-                    second = Attempt(raw2, second.plan, EMPTIED, second.invented)
-                result.attempts.append(second)
-    except RunFailed as e:
-        result.llm_error = str(e)
-        log.info("eval %s: the language model failed: %s", item.id, e)
+    with llm.stage():
+        planned = await make_plan(llm, _ask(item, options), result.usage, label=f"eval {item.id}")
+    result.attempts = [Attempt.of(a) for a in planned.attempts]
+    if planned.llm_error is not None:
+        result.llm_error = str(planned.llm_error)
+        log.info("eval %s: the language model failed: %s", item.id, planned.llm_error)
     result.latency = clock() - started
     return result
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.config import RESTARTING
+from core.plan_schema import planning_token_cap
 from core.tasks import TaskTimeouts
 from core.types import (
     AnswerDelta,
@@ -180,7 +181,8 @@ async def test_plan_naming_unknown_file_is_rejected_and_reasked(agent_env: Agent
         plan(step(0, "image-classification", image="/etc/passwd")),
         plan(step(0, "image-classification", image="photo.png")),
     )
-    reply = await env.agent.handle(req("what is in my photo?", png()))
+    # two images: no one file to use instead (core.plan_repair), so it is asked again
+    reply = await env.agent.handle(req("what is in my photo?", png(), png("other.png")))
     assert not reply.error, reply.text
     assert len(env.llm.calls("plan")) == 2
     assert "photo.png" in json.dumps(env.llm.calls("plan")[1]["messages"])
@@ -544,7 +546,7 @@ async def test_whole_request_on_a_reasoning_model_is_answered_unchanged(
     caps = [b["max_completion_tokens"] for b in bodies]
     config = env.agent.config
     assert caps == [
-        config.planning_max_tokens,
+        planning_token_cap(config.max_tasks, len("summarize this")),
         config.selection_max_tokens,
         config.answer_max_tokens,
     ]
@@ -570,7 +572,7 @@ async def test_reask_after_a_plan_with_tasks_says_empty_is_wrong_and_refuses_it(
     env = agent_env
     env.llm.weak = WeakModel(empty_reask=True)  # a re-asked tiny model answers []
     env.llm.reply("plan", plan(step(0, "image-classification", image="/etc/passwd")))
-    reply = await env.agent.handle(req("what is in my photo?", png()))
+    reply = await env.agent.handle(req("what is in my photo?", png(), png("other.png")))
     assert reply.error
     assert "no task" in reply.text and "plan" in reply.text
     _first, second = env.llm.calls("plan")
@@ -613,9 +615,10 @@ async def test_looping_model_is_bounded_by_the_caps(agent_env: AgentEnv) -> None
     env = agent_env
     env.llm.weak = WeakModel(loop=True)
     reply = await env.agent.handle(req("draw a cat"))
-    assert reply.error and "plan" in reply.text
+    assert reply.error and "kept repeating itself" in reply.text and "LLM_MODEL" in reply.text
     calls = env.llm.calls()
-    assert [b["max_completion_tokens"] for b in calls] == [env.agent.config.planning_max_tokens] * 2
+    cap = planning_token_cap(env.agent.config.max_tasks, len("draw a cat"))
+    assert [b["max_completion_tokens"] for b in calls] == [cap] * 2
     assert reply.usage.llm_calls == 2
 
 

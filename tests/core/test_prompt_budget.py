@@ -172,12 +172,14 @@ def test_prompt_tokens_per_request_are_at_most_half_of_jarvis(shape: Shape) -> N
     assert sum(tokens) <= _target(shape), (shape.name, tokens)
 
 
-# The two schemas add ~330 cl100k tokens to every request, whatever the plan
-# (test_schemas_are_small_and_the_same_whatever_the_plan).  With them, single
-# (~1600 of 1432) is over: three system prompts, the task list and the schemas
-# alone come to ~1100.  chain 3 is under (~2180 of 2408) but too close for the
-# estimate's margin to show it; the larger shapes are pinned with them.
-WITH_SCHEMAS = [s for s in SHAPES if s.name not in ("single", "chain 3")]
+# The two schemas add ~950 cl100k tokens to every request, whatever the plan
+# (test_schemas_are_small_and_the_same_whatever_the_plan): since issue 18 the
+# plan's lists the offered tasks and each one's own inputs (~815: what lets a
+# small model not leave the plan's shape), the selection's ~120.  A server
+# that turns the schema into a grammar (llama.cpp, vLLM) bills no prompt
+# tokens for it; where a hosted API counts it, only big 10 stays under half of
+# JARVIS with both schemas.
+WITH_SCHEMAS = [s for s in SHAPES if s.name == "big 10"]
 
 
 @pytest.mark.parametrize("shape", WITH_SCHEMAS, ids=[s.name for s in WITH_SCHEMAS])
@@ -195,7 +197,8 @@ def test_schemas_are_small_and_the_same_whatever_the_plan() -> None:
     }
     first = sizes[SHAPES[0].name]
     assert all(size == first for size in sizes.values()), sizes
-    assert sum(first) <= 400, first  # ~330 cl100k tokens (plan ~210, selection ~120)
+    plan, selection = first
+    assert plan <= 1250 and selection <= 200, first  # ~815 and ~120 cl100k tokens
 
 
 def test_the_fixed_part_of_planning_is_small() -> None:

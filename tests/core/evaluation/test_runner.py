@@ -87,7 +87,9 @@ async def test_an_invented_task_twice_leaves_no_plan(llm_fake: FakeLLM) -> None:
 
 
 async def test_a_plan_dropped_on_the_re_ask_is_not_valid(llm_fake: FakeLLM) -> None:
-    wrong_file = [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "dog.png"}}]
+    wrong_file = [  # the conversation's one file is an image: not repaired
+        {"task": "automatic-speech-recognition", "id": 0, "dep": [-1], "args": {"audio": "cat.png"}}
+    ]
     llm_fake.reply("plan", json.dumps(wrong_file), "[]")
     r = await plan_request(llm_fake.client(), item(), OPTIONS)
     assert (r.parsed, r.valid) == (True, False)
@@ -96,11 +98,25 @@ async def test_a_plan_dropped_on_the_re_ask_is_not_valid(llm_fake: FakeLLM) -> N
 
 
 async def test_an_invalid_plan_that_parsed_is_what_is_scored(llm_fake: FakeLLM) -> None:
-    wrong_file = [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "dog.png"}}]
+    wrong_file = [  # the conversation's one file is an image: not repaired
+        {"task": "automatic-speech-recognition", "id": 0, "dep": [-1], "args": {"audio": "cat.png"}}
+    ]
     llm_fake.reply("plan", json.dumps(wrong_file), CUT_OFF)
     r = await plan_request(llm_fake.client(), item(), OPTIONS)
     assert (r.parsed, r.valid) == (True, False)
-    assert [t.task for t in r.scored_plan] == ["image-to-text"]
+    assert [t.task for t in r.scored_plan] == ["automatic-speech-recognition"]
+
+
+async def test_repairs_are_recorded_with_the_answer(llm_fake: FakeLLM) -> None:
+    answer = [
+        {"task": "image-to-text-generation", "id": 1, "dep": [1], "args": {"image": "dog.png"}}
+    ]
+    llm_fake.reply("plan", json.dumps(answer))
+    r = await plan_request(llm_fake.client(), item(), OPTIONS)
+    assert (r.parsed, r.valid, r.reasked) == (True, True, False)
+    assert r.plan is not None and r.plan[0].args == {"image": "cat.png"}
+    kinds = [x.kind.value for x in r.attempts[0].repairs]
+    assert kinds == ["task_name", "renumbered", "dropped_dep", "file"]
 
 
 async def test_a_type_inconsistent_link_is_recorded(llm_fake: FakeLLM) -> None:

@@ -1,0 +1,305 @@
+"""Repairs of a plan that was read but would be refused, made before refusing it.
+
+A small model's plan is often right in what it asks for and wrong in its
+bookkeeping.  :func:`repair_plan` fixes what has one reading, and only that,
+deterministically, each fix a :class:`Repair` (logged by the planner,
+counted by ``eval plans``):
+
+* ``task_name`` – a task name we do not know, close to exactly one offered
+  task: an offered name's words in it, in order, with only filler words
+  (``generation``, ``model``, ``task``…) around them
+  (``text-to-image-generation`` → text-to-image), or two or more words of
+  it in an offered name (``speech-recognition`` →
+  automatic-speech-recognition), or else a misspelling: within two letters
+  of its length and :data:`NAME_CUTOFF` of it by
+  :func:`difflib.get_close_matches`.
+  Never a task that is not offered; never one of two.
+* ``renumbered`` – ids that are not 0, 1, 2… in order (duplicates included)
+  become their positions; ``dep`` and ``<resource>-N`` follow them (an id
+  written twice means the nearest such task before the one referring to it,
+  else the task itself).
+* ``dropped_dep`` – a dependency on the task itself or on no task, when no
+  argument uses it.
+* ``added_dep`` – the dependency a ``<resource>-N`` argument implies.
+* ``dropped_arg`` – an input the task does not take (an ASR task's image).
+* ``output`` – a media input naming a file the conversation does not hold,
+  in a task that depends on exactly one task making that kind: that task's
+  output.
+* ``file`` – otherwise, the conversation's one file of that kind (also for
+  a missing input of a task that depends on nothing).
+
+What has no single reading (an unknown name near no task or several, an
+argument using a task that is not there or itself, a cycle) is a
+:class:`PlanError` for the re-ask.  ``task_name`` and ``file`` change what
+the plan means: they carry a :class:`~core.types.PlanNote` for the person.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from core.errors import PlanError
+from core.plan_read import short
+from core.planning import (
+    MEDIA,
+    DraftTask,
+    PlannedTask,
+    check_graph,
+    join_problems,
+    references,
+)
+from core.tasks import TASKS, canonical_task
+from core.types import PlanChange, PlanNote
+
+NAME_CUTOFF = 0.85  # difflib ratio for a misspelt task name
+# Words a task name may carry around one of ours and still mean it.
+FILLER = frozenset(
+    {"generation", "generate", "generator", "task", "model", "pipeline", "tool", "hf"}
+)
+_REF = re.compile(r"<resource>-(\d+)")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+class RepairKind(StrEnum):
+    TASK_NAME = "task_name"
+    RENUMBERED = "renumbered"
+    DROPPED_DEP = "dropped_dep"
+    ADDED_DEP = "added_dep"
+    DROPPED_ARG = "dropped_arg"
+    OUTPUT = "output"
+    FILE = "file"
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One fix of a plan: which kind, the task (its id after the fix;
+    None for the whole plan) and what changed, in words for the log."""
+
+    kind: RepairKind
+    task: int | None
+    detail: str
+    note: PlanNote | None = None  # said to the person: the fix changed the meaning
+
+
+def repair_plan(
+    drafts: Sequence[DraftTask],
+    *,
+    handles: Mapping[str, str],
+    runnable: Collection[str],
+) -> tuple[list[PlannedTask], list[Repair]]:
+    """The plan ``drafts`` make once repaired, and the repairs; raises
+    :class:`PlanError` for what cannot be repaired (the graph is checked
+    too; :func:`~core.planning.check_plan` is the caller's)."""
+    repairs: list[Repair] = []
+    offered = [t for t in TASKS if t in {canonical_task(r) or r for r in runnable}]
+    names = _names(drafts, offered, repairs)
+    ids = _renumber(drafts, repairs)
+    problems: list[str] = []
+    plan: list[PlannedTask] = []
+    for pos, d in enumerate(drafts):
+        name = names[pos]
+        if name is None:
+            problems.append(f"task {d.id} has unknown task {short(d.name)}")
+            continue
+        args = _args(pos, d, name, ids, repairs, problems)
+        plan.append(PlannedTask(pos, name, _deps(pos, d, args, ids, repairs), args))
+    if problems:
+        hint = f" The tasks you may use are: {', '.join(offered) or 'none (answer [])'}."
+        raise PlanError(join_problems(problems, hint if None in names else ""))
+    plan = [_inputs(t, plan, handles, repairs) for t in plan]
+    check_graph(plan, problems)
+    if problems:
+        raise PlanError(join_problems(problems))
+    return plan, repairs
+
+
+# ------------------------------------------------------------------- names
+
+
+def near_task(name: str, offered: Collection[str]) -> str | None:
+    """The one offered task ``name`` means, when it is close to exactly one."""
+    words = _words(name)
+    hits = set()
+    for task in offered:
+        for alias in (task, *TASKS[task].aliases):
+            theirs = _words(alias)
+            at = _find(words, theirs)
+            if at is not None and set(words[:at] + words[at + len(theirs) :]) <= FILLER:
+                hits.add(task)  # text-to-image-generation: text-to-image
+            elif len(words) >= 2 and _find(theirs, words) is not None:
+                hits.add(task)  # speech-recognition: automatic-speech-recognition
+    if hits:
+        return hits.pop() if len(hits) == 1 else None
+    # a misspelling: as long as the name, give or take two letters (a word
+    # more or less is no typo: "classification" is not text-classification)
+    norm = _norm(name)
+    keys = {
+        k: task
+        for task in offered
+        for alias in (task, *TASKS[task].aliases)
+        if abs(len(k := _norm(alias)) - len(norm)) <= 2
+    }
+    close = {keys[k] for k in difflib.get_close_matches(norm, keys, n=3, cutoff=NAME_CUTOFF)}
+    return close.pop() if len(close) == 1 else None
+
+
+def _names(
+    drafts: Sequence[DraftTask], offered: Sequence[str], repairs: list[Repair]
+) -> list[str | None]:
+    out: list[str | None] = []
+    for pos, d in enumerate(drafts):
+        if not isinstance(d.name, str):
+            out.append(None)
+            continue
+        known = canonical_task(d.name)
+        near = None if known is not None else near_task(d.name, offered)
+        if near is not None:
+            note = PlanNote(PlanChange.TASK, pos, d.name, near)
+            repairs.append(Repair(RepairKind.TASK_NAME, pos, f"{d.name!r} → {near}", note))
+        out.append(known or near)
+    return out
+
+
+def _words(name: str) -> list[str]:
+    return [w.casefold() for w in _WORDS.findall(name)]
+
+
+def _norm(name: str) -> str:
+    return "".join(_words(name))
+
+
+def _find(words: Sequence[str], part: Sequence[str]) -> int | None:
+    """Where ``part`` starts in ``words`` (contiguous), if it does."""
+    n = len(part)
+    return next(
+        (i for i in range(len(words) - n + 1) if list(words[i : i + n]) == list(part)), None
+    )
+
+
+# --------------------------------------------------------------------- ids
+
+
+class _Ids:
+    """Old ids → positions: what a reference written in task ``pos`` means."""
+
+    def __init__(self, drafts: Sequence[DraftTask]) -> None:
+        self.at: dict[int, list[int]] = {}
+        for pos, d in enumerate(drafts):
+            self.at.setdefault(d.id, []).append(pos)
+
+    def resolve(self, old: int, pos: int) -> int | None:
+        """The position task ``pos`` means by id ``old``: the nearest task
+        with that id before it, else itself (its own id), else the first
+        after it; None: no task has it."""
+        places = self.at.get(old, [])
+        before = [p for p in places if p < pos]
+        if before:
+            return before[-1]
+        if pos in places:
+            return pos
+        return places[0] if places else None
+
+
+def _renumber(drafts: Sequence[DraftTask], repairs: list[Repair]) -> _Ids:
+    written = [d.id for d in drafts]
+    if written != list(range(len(drafts))):
+        changed = ", ".join(f"{old}→{new}" for new, old in enumerate(written) if old != new)
+        repairs.append(Repair(RepairKind.RENUMBERED, None, f"ids {changed}"))
+    return _Ids(drafts)
+
+
+def _deps(
+    pos: int, d: DraftTask, args: Mapping[str, str], ids: _Ids, repairs: list[Repair]
+) -> list[int]:
+    used = references(args)
+    dep: list[int] = []
+    for old in d.dep:
+        new = ids.resolve(old, pos)
+        if new is None or new == pos:
+            what = "itself" if new == pos else f"task {old}, which is not in the plan"
+            repairs.append(Repair(RepairKind.DROPPED_DEP, pos, f"dep on {what}"))
+        elif new not in dep:
+            dep.append(new)
+    for ref in sorted(used - set(dep) - {pos}):
+        repairs.append(Repair(RepairKind.ADDED_DEP, pos, f"dep on task {ref} (<resource>-{ref})"))
+        dep.append(ref)
+    return dep
+
+
+# -------------------------------------------------------------------- args
+
+
+def _args(
+    pos: int,
+    d: DraftTask,
+    name: str,
+    ids: _Ids,
+    repairs: list[Repair],
+    problems: list[str],
+) -> dict[str, str]:
+    """The task's own inputs, references renumbered; problems for a
+    reference to no task or to the task itself."""
+    spec = TASKS[name]
+    out: dict[str, str] = {}
+    for key, value in d.args.items():
+        if key not in spec.args and key not in spec.optional:
+            repairs.append(Repair(RepairKind.DROPPED_ARG, pos, f"{key}={short(value, 40)}"))
+            continue
+
+        def renumbered(m: re.Match[str], key: str = key) -> str:
+            old = int(m.group(1))
+            new = ids.resolve(old, pos)
+            if new is None or new == pos:
+                what = "itself" if new == pos else "no task in the plan"
+                problems.append(
+                    f"task {d.id} takes {key} <resource>-{old}, which is {what}; "
+                    "<resource>-N may only name an earlier task's output"
+                )
+                return m.group()
+            return f"<resource>-{new}"
+
+        out[key] = _REF.sub(renumbered, value)
+    return out
+
+
+def _inputs(
+    t: PlannedTask,
+    plan: Sequence[PlannedTask],
+    handles: Mapping[str, str],
+    repairs: list[Repair],
+) -> PlannedTask:
+    """A media input naming no file of the conversation (or missing, in a
+    task that depends on nothing): the one dependency's output of that kind,
+    else the one file of that kind."""
+    spec = TASKS[t.task]
+    args = dict(t.args)
+    for kind in MEDIA:
+        if kind not in spec.args and kind not in args:
+            continue
+        value = args.get(kind)
+        if value is None and t.dep:
+            continue
+        if value is not None and (_REF.fullmatch(value) or value in handles):
+            continue
+        makers = [d for d in t.dep if TASKS[plan[d].task].output == kind]
+        files = [h for h, k in handles.items() if k == kind]
+        if value is not None and len(makers) == 1:
+            args[kind] = f"<resource>-{makers[0]}"
+            repairs.append(
+                Repair(RepairKind.OUTPUT, t.id, f"{kind} {value!r} → <resource>-{makers[0]}")
+            )
+        elif len(files) == 1 and not makers:
+            written = value if value is not None else ""
+            note = PlanNote(PlanChange.FILE, t.id, written, files[0], kind)
+            args[kind] = files[0]
+            repairs.append(Repair(RepairKind.FILE, t.id, f"{kind} {written!r} → {files[0]}", note))
+    return replace(t, args=args) if args != t.args else t
+
+
+def notes(repairs: Sequence[Repair]) -> tuple[PlanNote, ...]:
+    """What the person is told of these repairs."""
+    return tuple(r.note for r in repairs if r.note is not None)

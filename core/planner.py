@@ -1,0 +1,308 @@
+"""Stage 1's loop, the one the agent runs and ``eval plans`` measures.
+
+:func:`make_plan` asks the LLM for a plan (the prompt of
+:func:`~core.plan_prompt.build_planning_messages`, the structured output of
+:func:`~core.plan_schema.plan_schema`), reads it
+(:func:`~core.planning.read_drafts`), refuses one that copies a
+demonstration (:func:`~core.plan_prompt.copied_demo`), repairs what has one
+reading (:func:`~core.plan_repair.repair_plan`), checks it against the
+deployment and the conversation (:func:`~core.planning.check_plan`), and
+re-asks once with what was wrong.  Every answer is kept as a
+:class:`PlanAttempt` with the plan read, the repairs and the error.
+
+Bounded by the server's speed: the completion cap fits the plan cap
+(:func:`~core.plan_schema.planning_token_cap`, unless set), the answer is
+streamed and cut as soon as it repeats itself (:class:`LoopGuard`), and a
+model that loops or writes past the cap twice is named as the reason, with
+the setting to change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from core.errors import PlanError, RunFailed
+from core.llm import LLM, BudgetExhausted, JSONSchema
+from core.plan_prompt import CHAT_LOG_BUDGET, Demo, copied_demo, demos_shown
+from core.plan_read import RETRY_HINT, names_tasks, short
+from core.plan_repair import Repair, notes, repair_plan
+from core.plan_schema import plan_schema, planning_token_cap, text_limit
+from core.planning import (
+    PlannedTask,
+    build_planning_messages,
+    check_plan,
+    join_problems,
+    read_drafts,
+    reask_messages,
+)
+from core.types import PlanNote, Usage
+
+log = logging.getLogger(__name__)
+
+EMPTIED = "Asked to correct its plan, the language model answered with no task at all."
+# LoopGuard: an answer is looked at every this many characters; its tail
+# repeating a piece of up to MAX_PERIOD characters over LOOP_SPAN characters
+# (and at least LOOP_REPEATS times) is a loop.
+CHECK_EVERY = 64
+MAX_PERIOD = 200
+LOOP_SPAN = 600
+LOOP_REPEATS = 4
+STRONGER = "set LLM_MODEL to a stronger model"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAttempt:
+    """One answer of the LLM and what the planner made of it."""
+
+    answer: str
+    plan: tuple[PlannedTask, ...] | None  # read and repaired; None: nothing usable
+    repairs: tuple[Repair, ...]
+    error: str | None  # why it was refused (sent back on the re-ask); None: the plan
+    cut: str | None = None  # "loop" | "cap": the answer did not end by itself
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAsk:
+    """What the planner is given for one request."""
+
+    request_text: str
+    chat_log: Sequence[tuple[str, str]] = ()
+    handles: Mapping[str, str] = field(default_factory=dict)  # file handle → kind
+    runnable: Sequence[str] = ()
+    max_tasks: int = 10
+    max_tokens: int | None = None  # None: planning_token_cap
+    needs_models: bool = False  # the person sent files: [] is no answer to a re-ask
+
+
+@dataclass(slots=True)
+class PlanResult:
+    """Every attempt, and the plan or why there is none."""
+
+    attempts: list[PlanAttempt] = field(default_factory=list)
+    failure: str | None = None  # for the person, when no plan
+    llm_error: RunFailed | None = None  # the LLM call itself failed
+
+    @property
+    def plan(self) -> list[PlannedTask] | None:
+        last = self.attempts[-1] if self.attempts else None
+        if self.failure or self.llm_error or last is None or last.error is not None:
+            return None
+        return list(last.plan or ())
+
+    @property
+    def notes(self) -> tuple[PlanNote, ...]:
+        """What the person is told of the repairs of the plan in force."""
+        return notes(self.attempts[-1].repairs) if self.plan is not None else ()
+
+
+class Looping(Exception):
+    """The answer repeats itself (or lists more tasks than allowed): cut it."""
+
+
+class LoopGuard:
+    """Reads a streamed answer and raises :class:`Looping` once its tail
+    repeats one piece over and over (not a piece the person's own words
+    repeat), or it names more than ``max_tasks`` + 2 tasks."""
+
+    def __init__(self, max_tasks: int, own_text: str = "") -> None:
+        self.max_tasks = max_tasks
+        self.own_text = own_text
+        self.parts: list[str] = []
+        self.size = 0
+        self._checked = 0
+        self.repeated: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    async def feed(self, piece: str) -> None:
+        self.parts.append(piece)
+        self.size += len(piece)
+        if self.size - self._checked < CHECK_EVERY:
+            return
+        self._checked = self.size
+        text = self.text
+        unit = repeating_tail(text)
+        if unit is not None and unit * 2 not in self.own_text:
+            self.repeated = unit
+            raise Looping(f"the answer repeats {short(unit, 40)}")
+        if text.count('"task"') > self.max_tasks + 2:
+            self.repeated = '"task"'
+            raise Looping(f"the answer names more than {self.max_tasks + 2} tasks")
+
+
+def repeating_tail(text: str) -> str | None:
+    """The piece ``text`` ends by repeating, if it repeats one piece of up to
+    :data:`MAX_PERIOD` characters over :data:`LOOP_SPAN` characters and at
+    least :data:`LOOP_REPEATS` times."""
+    for period in range(1, MAX_PERIOD + 1):
+        span = max(LOOP_SPAN, period * (LOOP_REPEATS - 1))
+        if span + period > len(text):
+            return None
+        if text[-span:] == text[-span - period : -period]:
+            return text[-period:]
+    return None
+
+
+async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") -> PlanResult:
+    """Plan one request: ask, read, repair, check, re-ask once; never raises
+    for a bad plan or a failed call (they are in the result)."""
+    result = PlanResult()
+    files = sorted(ask.handles.items())
+    messages = build_planning_messages(
+        request_text=ask.request_text, chat_log=ask.chat_log, files=files, runnable=ask.runnable
+    )
+    demos = demos_shown(ask.request_text, chat_log=ask.chat_log, files=files, runnable=ask.runnable)
+    log_chars = min(sum(len(t) for _, t in ask.chat_log), CHAT_LOG_BUDGET)
+    schema = plan_schema(
+        ask.runnable,
+        max_tasks=ask.max_tasks,
+        files=files,
+        text_chars=text_limit(len(ask.request_text), log_chars),
+    )
+    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
+    try:
+        first = await _attempt(llm, messages, schema, ask, usage, demos, own_text)
+        result.attempts.append(first)
+        _log(label, 1, first)
+        if first.error is None:
+            return result
+        had_tasks = bool(first.plan) or names_tasks(first.answer)
+        again = reask_messages(
+            messages, first.answer, first.error, empty_is_wrong=had_tasks or ask.needs_models
+        )
+        second = await _attempt(llm, again, schema, ask, usage, demos, own_text)
+        if second.error is None and not second.plan and had_tasks:
+            second = replace(second, error=EMPTIED)
+        result.attempts.append(second)
+        _log(label, 2, second)
+    except RunFailed as e:
+        result.llm_error = e
+        return result
+    if result.attempts[-1].error is not None:
+        result.failure = _failure(result.attempts)
+    return result
+
+
+async def _attempt(
+    llm: LLM,
+    messages: list[dict[str, str]],
+    schema: JSONSchema,
+    ask: PlanAsk,
+    usage: Usage,
+    demos: Sequence[Demo],
+    own_text: str,
+) -> PlanAttempt:
+    """One call and its answer judged; a reasoning model that thought the
+    whole cap away is asked again once with room to think."""
+    for _ in range(2):
+        cap = ask.max_tokens or planning_token_cap(
+            ask.max_tasks, len(ask.request_text), reasoning=llm.reasons
+        )
+        guard = LoopGuard(ask.max_tasks, own_text)
+        spent = usage.completion_tokens
+        try:
+            answer = await llm.complete(
+                messages, usage=usage, max_tokens=cap, schema=schema, on_delta=guard.feed
+            )
+        except BudgetExhausted:
+            if (
+                ask.max_tokens is not None
+                or not llm.reasons
+                or cap >= planning_token_cap(ask.max_tasks, len(ask.request_text), reasoning=True)
+            ):
+                raise
+            continue  # llm.reasons is set now: the next cap has room to think
+        except RunFailed as e:
+            if not isinstance(e.__cause__, Looping):
+                raise
+            return _cut(guard, ask, demos)
+        attempt = judge(answer, ask, demos)
+        if attempt.error is not None and usage.completion_tokens - spent >= cap:
+            error = (
+                f"Your answer was cut off at the limit of {cap} tokens: a plan must be short. "
+                f"Write each task once, with short args. {RETRY_HINT}"
+            )
+            attempt = replace(attempt, error=error, cut="cap")
+        return attempt
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _cut(guard: LoopGuard, ask: PlanAsk, demos: Sequence[Demo]) -> PlanAttempt:
+    text = guard.text
+    read = judge(text, ask, demos)
+    what = short(guard.repeated or "", 40)
+    error = (
+        f"Your answer kept repeating {what} and was cut off after {len(text)} characters. "
+        f"Write each task once, with short args. {RETRY_HINT}"
+    )
+    return PlanAttempt(text, read.plan, read.repairs, error, cut="loop")
+
+
+def judge(answer: str, ask: PlanAsk, demos: Sequence[Demo] = ()) -> PlanAttempt:
+    """Read, repair and check one answer as the planner does; never raises.
+
+    An answer that copies a demonstration is refused even when it would
+    run: its plan is the example's, not the person's."""
+    try:
+        drafts, problems = read_drafts(answer)
+        if problems:
+            raise PlanError(join_problems(problems))
+        plan, repairs = repair_plan(drafts, handles=ask.handles, runnable=ask.runnable)
+    except PlanError as e:
+        return PlanAttempt(answer, None, (), str(e))
+    done = (answer, tuple(plan), tuple(repairs))
+    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
+    values = [v for d in drafts for v in d.args.values()]  # as written: before the repairs
+    copied = copied_demo(values, demos, own_text=own_text, handles=list(ask.handles))
+    if copied is not None:
+        error = (
+            f"Your plan copies the example, not this request: {copied!r} is not in the "
+            "user's request or files. Plan only what the last <request> asks, with its own "
+            f"words and files. {RETRY_HINT}"
+        )
+        return PlanAttempt(*done, error)
+    try:
+        check_plan(plan, handles=ask.handles, runnable=ask.runnable, max_tasks=ask.max_tasks)
+    except PlanError as e:
+        return PlanAttempt(*done, str(e))
+    return PlanAttempt(*done, None)
+
+
+def _failure(attempts: Sequence[PlanAttempt]) -> str:
+    """Why there is no plan, for the person."""
+    first, last = attempts[0], attempts[-1]
+    cuts = [a.cut for a in attempts if a.cut]
+    if len(cuts) == len(attempts) and "loop" in cuts:
+        return (
+            "The language model kept repeating itself instead of writing a plan, so I "
+            f"stopped it (twice). This model is too weak to plan: {STRONGER}."
+        )
+    if len(cuts) == len(attempts):
+        return (
+            "The language model kept writing past the length a plan needs, so I stopped it "
+            f"(twice). This model is too weak to plan: {STRONGER}."
+        )
+    if last.error == EMPTIED:
+        why = (first.error or "").replace(RETRY_HINT, "").strip()
+        return (
+            "I could not turn your request into a workable plan (the language model's "
+            f"plan was invalid: {why} Asked to correct it, it answered with no task at "
+            "all.) Try rephrasing it, or name the files to use."
+        )
+    why = (last.error or "").replace(RETRY_HINT, "").strip()
+    return (
+        "I could not turn your request into a workable plan "
+        f"(the language model's plan was invalid twice: {why}) "
+        f"Try rephrasing it, or name the files to use; or {STRONGER}."
+    )
+
+
+def _log(label: str, n: int, attempt: PlanAttempt) -> None:
+    for r in attempt.repairs:
+        log.info("%s: plan %d repaired (%s): %s", label, n, r.kind.value, r.detail)
+    if attempt.error is not None:
+        log.info("%s: plan %d refused: %s", label, n, attempt.error)
