@@ -170,7 +170,8 @@ class Settings(BaseSettings):
     # --- the terminal's resident worker (`python -m bot serve`, docs/cli-worker.md) ---
     cli_socket: Path | None = None  # unset: DATA_DIR/cli.sock
     cli_worker_idle: float = Field(default=1800.0, ge=0)  # seconds idle before it exits; 0: never
-    log_level: str | None = None  # INFO for `run`, WARNING for the terminal commands
+    # unset: INFO (the servers on stderr; ask, chat, doctor in DATA_DIR/logs/bot.log, bot.logs)
+    log_level: str | None = None
     # --- observability ---
     log_format: Literal["text", "json"] = "text"  # json: one JSON object a line (collectors)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # unset: no /metrics

@@ -371,6 +371,9 @@ async def test_doctor_on_the_service_with_only_hf_token(
     code, out, err = await run_bot("doctor", env=env, cwd=tmp_path)
     assert code == 1, out + err
     assert "BAD hf token   the Hub refused HF_TOKEN (HTTP 401)" in out
+    # no model looked up with a token the Hub refuses: one line, with the count
+    (inference,) = [line for line in out.splitlines() if line.startswith("BAD inference")]
+    assert "not checked: the Hub refused HF_TOKEN (HTTP 401) for 1 model of 1 task" in inference
     assert "hf_revoked_token" not in out + err
 
 
