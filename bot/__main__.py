@@ -5,7 +5,8 @@ never a traceback: a missing or refused token (Discord, Slack), a missing
 Slack app token or signing secret, a DATABASE_URL that names no usable
 driver.  Other failures of the project's own (an unreachable database, an
 unreachable platform API) are one line too (exit 1).  Ctrl-C exits 130,
-SIGTERM 143.
+SIGTERM 143.  ``ask --json`` says each of these as its one JSON object on
+stdout instead (adapters.cli_json).  Where log lines go: bot.logs.
 """
 
 from __future__ import annotations
