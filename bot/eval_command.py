@@ -2,9 +2,11 @@
 
 Runs the planning stage (the agent's prompt, parser, validator and one
 re-ask; :mod:`core.evaluation.runner`) on every request of the dataset, a
-few at a time, with a progress bar on stderr; prints a table per plan shape
-on stdout and, with ``--report``, writes every figure and every answer to a
-JSON file.  See docs/evaluation.md.
+few at a time, with its progress on stderr (a bar on a terminal, a plain line
+now and then in a log); prints a table per plan shape on stdout: the planning
+figures, then against gold TaskBench's figures exactly as its ``evaluate.py``
+computes them, then our own view where it differs.  With ``--report`` it
+writes every figure and every answer to a JSON file.  See docs/evaluation.md.
 
 Only the standard library is imported here at start-up: the core is
 imported when the command runs.
@@ -13,13 +15,14 @@ imported when the command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -50,8 +53,9 @@ def add_parser(sub: Any) -> None:
         help="measure how well the configured LLM plans (TaskBench metrics against gold plans)",
         description="Run the planning stage on every request of DATASET.jsonl and report "
         "per plan shape: parse, valid-plan and re-ask rates, invented tasks, type-inconsistent "
-        "links, latency and tokens; against gold plans, TaskBench's node/edge/argument F1 "
-        "and normalised edit distance.",
+        "links, repairs, latency and tokens; against gold plans, TaskBench's figures exactly as "
+        "its evaluate.py computes them (node, edge and argument F1, edit distance), then the "
+        "same plans in our own terms.",
     )
     ev.add_argument("what", choices=["plans"], help="plans: the planning stage")
     ev.add_argument("dataset", metavar="DATASET.jsonl", type=Path)
@@ -141,24 +145,47 @@ async def _offered(which: str, settings: Settings) -> list[str]:
                 await expert.aclose()
 
 
+PROGRESS_LINES = 20  # in a log, about this many progress lines per run
+
+
 class _Progress:
-    """tqdm on stderr, showing the valid plans so far."""
+    """The run's progress on stderr, with the valid plans so far: a tqdm bar
+    on a terminal (log lines printed above it), else a plain line every
+    ``step`` requests, whole lines that log lines cannot break."""
 
-    def __init__(self, total: int) -> None:
-        from tqdm import tqdm
-
+    def __init__(self, total: int, stream: TextIO | None = None, step: int | None = None) -> None:
+        self.total = total
         self.done = 0
         self.valid = 0
-        self._bar = tqdm(total=total, desc="planning", unit="req", file=sys.stderr, leave=True)
+        self._stream = stream if stream is not None else sys.stderr
+        self._step = step or max(1, -(-total // PROGRESS_LINES))
+        self._bar: Any = None
+        self._redirect: contextlib.ExitStack | None = None
+        if self._stream.isatty():
+            from tqdm import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self._bar = tqdm(total=total, desc="planning", unit="req", file=self._stream)
+            self._redirect = contextlib.ExitStack()
+            self._redirect.enter_context(logging_redirect_tqdm())
 
     def update(self, result: RequestResult) -> None:
         self.done += 1
         self.valid += result.valid
-        self._bar.set_postfix_str(f"valid {self.valid}/{self.done}", refresh=False)
-        self._bar.update(1)
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"valid {self.valid}/{self.done}", refresh=False)
+            self._bar.update(1)
+        elif self.done % self._step == 0 or self.done == self.total:
+            self._stream.write(
+                f"planning: {self.done}/{self.total} requests, valid {self.valid}/{self.done}\n"
+            )
+            self._stream.flush()
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
+        if self._redirect is not None:
+            self._redirect.close()
 
 
 # ------------------------------------------------------------------ the table
@@ -196,42 +223,103 @@ def render(summary: EvalSummary, results: Sequence[RequestResult], meta: dict[st
             DASH if tokens is None else f"{tokens:.0f}",
         ))  # fmt: skip
     lines += _table(head, rows)
+    if summary.taskbench is not None:
+        lines += ["", *_taskbench_lines(summary)]
     if summary.gold:
-        scored = summary.gold["all"].requests
-        lines += [
-            "",
-            f"Against gold plans (TaskBench's metrics): {scored} of {n} requests scored",
-            "",
-        ]
-        head = ("shape", "scored", "node F1", "edge F1", "arg-name F1", "arg-value F1", "NED")
-        rows = [
-            (
-                shape,
-                str(g.requests),
-                _f1(g.nodes.f1),
-                _f1(g.edges.f1),
-                _f1(g.arg_names.f1),
-                _f1(g.arg_values.f1),
-                DASH if g.ned is None else f"{g.ned:.4f}",
-            )
-            for shape, g in summary.gold.items()
-        ]
-        lines += _table(head, rows)
-        if summary.excluded:
-            lines.append(
-                f"Not scored: {_requests(summary.excluded)} whose gold uses a tool we do not "
-                f"have ({_counted(summary.missing_tools)})"
-            )
-        if summary.unreadable:
-            first_id, why = summary.unreadable[0]
-            lines.append(
-                f"Not scored: {_requests(len(summary.unreadable))} whose gold cannot be read "
-                f"(the first, {first_id}: {why})"
-            )
-        lines.append(f"TaskBench's published GPT-4 (Hugging Face tools): {PUBLISHED}")
+        lines += ["", *_our_view_lines(summary, n)]
     if summary.invented_names:
         lines.append(f"Invented tasks: {_counted(summary.invented_names)}")
+    if summary.repairs:
+        lines.append(f"Repairs: {_counted(summary.repairs)}")
     return "\n".join(lines)
+
+
+def _taskbench_lines(summary: EvalSummary) -> list[str]:
+    """TaskBench's figures, exactly as its evaluate.py computes them."""
+    from core.evaluation.taskbench_exact import OVERALL, SPLITS
+
+    exact = summary.taskbench
+    assert exact is not None
+    overall = exact.overall
+    lines = [
+        "TaskBench's figures, exactly as its evaluate.py computes them: "
+        f"{overall.supports} of {_requests(overall.all_samples)} scored",
+        "",
+    ]
+    head = (
+        "shape", "requests", "scored", "node F1", "node macro-F1", "edge F1",
+        "arg-name F1", "arg-value F1", "edit dist.",
+    )  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    for split in (*SPLITS, OVERALL):
+        g = exact.groups[f"{split}_{OVERALL}"]
+        if g.all_samples == 0:
+            continue
+        name = "all" if split == OVERALL else split
+        if not g.scored:
+            rows.append((name, str(g.all_samples), "0", *[DASH] * 6))
+            continue
+        rows.append((
+            name, str(g.all_samples), str(g.supports), _f1(g.node_micro().f1),
+            _f1(g.node_macro().f1), _f1(g.links.prf().f1), _f1(g.arg_names.prf().f1),
+            _f1(g.arg_values.prf().f1), f"{g.edit_distance:.4f}",
+        ))  # fmt: skip
+    lines += _table(head, rows)
+    if summary.no_plan:
+        lines.append(
+            f"Scored as a plan with no task: {_requests(summary.no_plan)} whose last answer "
+            "did not parse or never came"
+        )
+    merged = summary.taskbench_requests - overall.all_samples
+    if merged:
+        lines.append(
+            f"Not scored: {_requests(merged)} with the id of a later line (TaskBench keeps the last)"
+        )
+    left_out = summary.taskbench_left_out()
+    if left_out:
+        first_id, why = left_out[0]
+        lines.append(
+            f"Left out by evaluate.py: {_requests(len(left_out))} (the first, {first_id}: {why})"
+        )
+    lines.append(f"TaskBench's published GPT-4 (Hugging Face tools): {PUBLISHED}")
+    return lines
+
+
+def _our_view_lines(summary: EvalSummary, n: int) -> list[str]:
+    """The same plans scored in our terms (docs/evaluation.md)."""
+    scored = summary.gold["all"].requests
+    lines = [
+        f"Our view: {scored} of {_requests(n)} scored, in our task names (aliases read as ours, "
+        "Image Editing as image-to-image), argument kinds from our task table, gold needing "
+        "a tool we lack left out",
+        "",
+    ]
+    head = ("shape", "scored", "node F1", "edge F1", "arg-name F1", "arg-value F1", "NED")
+    rows: list[tuple[str, ...]] = [
+        (
+            shape,
+            str(g.requests),
+            _f1(g.nodes.f1),
+            _f1(g.edges.f1),
+            _f1(g.arg_names.f1),
+            _f1(g.arg_values.f1),
+            DASH if g.ned is None else f"{g.ned:.4f}",
+        )
+        for shape, g in summary.gold.items()
+    ]
+    lines += _table(head, rows)
+    if summary.excluded:
+        lines.append(
+            f"Not scored in our view: {_requests(summary.excluded)} whose gold uses a tool we do "
+            f"not have ({_counted(summary.missing_tools)})"
+        )
+    if summary.unreadable:
+        first_id, why = summary.unreadable[0]
+        lines.append(
+            f"Not scored in our view: {_requests(len(summary.unreadable))} whose gold we cannot "
+            f"read (the first, {first_id}: {why})"
+        )
+    return lines
 
 
 def _requests(n: int) -> str:

@@ -12,11 +12,20 @@ is computed by hand in the comments.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bot.eval_command import _Progress
+from core.evaluation.datasets import item_of
+from core.evaluation.runner import Attempt, RequestResult
+from core.planning import PlannedTask
 from core.tasks import TASKS
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.openai_fake import FakeLLM
@@ -116,7 +125,9 @@ async def test_eval_plans_end_to_end(tmp_path: Path, llm_fake: FakeLLM) -> None:
     )  # fmt: skip
     assert code == 0, err
     assert "Traceback" not in err
-    assert re.search(r"planning: 100%.*7/7", err)  # the progress bar, on stderr
+    # stderr is no terminal: plain progress lines, no bar frames
+    assert "\r" not in err
+    assert "planning: 7/7 requests, valid 6/7" in err.splitlines()
     assert "Planning: 7 requests" in out and "25 tasks offered" in out
 
     # 9 planning calls: 7 requests, 2 re-asks; the eighth request never sent
@@ -134,8 +145,36 @@ async def test_eval_plans_end_to_end(tmp_path: Path, llm_fake: FakeLLM) -> None:
     # all: parsed 5/7, valid 6/7, re-asked 2/7, invented 1/7, inconsistent 1/7
     assert planning["all"][:7] == ["7", "71.4%", "85.7%", "28.6%", "14.3%", "14.3%", "0"]
 
-    gold = table(out, "Against gold plans")
-    assert "5 of 7 requests scored" in out
+    # TaskBench's figures: every request with gold, its own tool names; our-format gold written
+    # as TaskBench nodes.  Per request (tool numbers: I2T 12, I2I 11, T2I 13, TTS 19, SS 7):
+    #   caption [I2T] = gold: nodes TP 1, arg names TP 1, values TP 1, ratio 1
+    #   garden  gold [I2I: "an oil painting", garden.jpg], no plan: nodes FN 1, names FN 2
+    #           (text, image), values FN 2, ratio 0
+    #   similar gold [Sentence Similarity: two texts], plan []: nodes FN 1, names FN 1,
+    #           values FN 2, ratio 0
+    #   podcast = gold: nodes TP 2, link TP 1, names TP 2, values TP 2, ratio 1
+    #   fox     [T2I, TTS <node-0>] vs [T2I, I2T <node-0>, TTS <node-1>]: nodes TP 2 FN 1,
+    #           links FP 1 FN 2, names {T2I-text, TTS-image} vs {T2I-text, I2T-image,
+    #           TTS-text}: TP 1 FP 1 FN 2, values likewise, ratio 1 - (5 - 4)/5 = 0.8
+    #   photos  = gold (two I2T, one name): nodes TP 1, names TP 1, values TP 2, ratio 1
+    exact = table(out, "TaskBench's figures")
+    assert "exactly as its evaluate.py computes them: 6 of 6 requests scored" in out
+    # columns: requests, scored, node F1, node macro-F1, edge F1, arg-name F1, arg-value F1, ED
+    # single (caption, garden, similar): nodes TP 1 FN 2 -> 2/(2+2) = 50.00; macro: only I2T
+    #   scores (1 of 23 tools) 4.35; no link: 0; names TP 1 FN 3 -> 2/6; values TP 1 FN 4 ->
+    #   2/7; ED 1 - 1/3
+    assert exact["single"] == ["3", "3", "50.00", "4.35", "0.00", "40.00", "33.33", "0.6667"]
+    # chain (podcast, fox): nodes TP 4 FN 1 -> 8/9; macro: ASR, Summ, T2I, TTS score 1 of 23 ->
+    #   4/23; links TP 1 FP 1 FN 2 -> 2/5; names and values TP 3 FP 1 FN 2 -> 6/9; ED 1 - 1.8/2
+    assert exact["chain"] == ["2", "2", "88.89", "17.39", "40.00", "66.67", "66.67", "0.1000"]
+    assert exact["dag"] == ["1", "1", "100.00", "4.35", "0.00", "100.00", "100.00", "0.0000"]
+    # all: nodes TP 6 FN 3 -> 12/15; macro (I2T P 1 R 2/3 F1 0.8, ASR, Summ, T2I, TTS 1) ->
+    #   4.8/23; names TP 5 FP 1 FN 5 -> 10/16; values TP 6 FP 1 FN 6 -> 12/19; ED 1 - 3.8/6
+    assert exact["all"] == ["6", "6", "80.00", "20.87", "40.00", "62.50", "63.16", "0.3667"]
+    assert "Scored as a plan with no task: 1 request whose last answer did not parse" in out
+
+    gold = table(out, "Our view:")
+    assert "Our view: 5 of 7 requests scored" in out
     # columns: scored, node F1, edge F1, arg-name F1, arg-value F1, NED
     # single: caption perfect; garden no plan (1 node, 2 args missed; similarity 0)
     #   nodes 2·1/(2·1+1) = 66.67, args 2·1/(2·1+2) = 50.00, NED 1 − (1+0)/2
@@ -148,8 +187,11 @@ async def test_eval_plans_end_to_end(tmp_path: Path, llm_fake: FakeLLM) -> None:
     # all: nodes 12/14, edges 2/5, arg names 10/15, arg values 12/17, NED 1 − 3.8/5
     assert gold["all"] == ["5", "85.71", "40.00", "66.67", "70.59", "0.2400"]
     assert (
-        "Not scored: 1 request whose gold uses a tool we do not have (Sentence Similarity 1)" in out
+        "Not scored in our view: 1 request whose gold uses a tool we do not have "
+        "(Sentence Similarity 1)" in out
     )
+    assert out.index("TaskBench's figures") < out.index("Our view:")
+    assert "Repairs: renumbered 1" in out  # podcast's ids 5 and 9
     assert "Invented tasks: style-transfer 1, image-style-transfer 1" in out
     assert f"Report: {report}" in out
 
@@ -173,6 +215,12 @@ async def test_eval_plans_end_to_end(tmp_path: Path, llm_fake: FakeLLM) -> None:
     assert all(t >= 0 for t in latencies)
     assert abs(every["mean_latency_s"] - sum(latencies) / 7) < 1e-3
 
+    tb = data["taskbench"]
+    assert tb["overall"]["requests"] == 6 and tb["overall"]["node_f1"] == pytest.approx(12 / 15)
+    assert tb["evaluate_py"]["chain_overall"]["link_binary_f1"] == pytest.approx(2 / 5)
+    assert tb["evaluate_py"]["overall_overall"]["edit_distance"] == pytest.approx(1 - 3.8 / 6)
+    assert data["repairs"] == {"renumbered": 1}
+
     g = data["gold"]
     assert (g["requests_with_gold"], g["scored"], g["excluded_missing_tools"]) == (6, 5, 1)
     assert g["missing_tools"] == {"Sentence Similarity": 1}
@@ -183,19 +231,33 @@ async def test_eval_plans_end_to_end(tmp_path: Path, llm_fake: FakeLLM) -> None:
 
     by_id = {r["id"]: r for r in data["requests"]}
     assert list(by_id) == [r["id"] for r in ROWS[:7]]  # in dataset order
+    # the plan scored: the answer's, repaired (ids 5 and 9 renumbered)
     assert by_id["podcast"]["plan"] == [
-        {"task": "automatic-speech-recognition", "id": 5, "dep": [], "args": {"audio": "podcast.mp3"}},
-        {"task": "summarization", "id": 9, "dep": [5], "args": {"text": "<resource>-5"}},
+        {"task": "automatic-speech-recognition", "id": 0, "dep": [], "args": {"audio": "podcast.mp3"}},
+        {"task": "summarization", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}},
     ]  # fmt: skip
-    assert by_id["podcast"]["scores"]["nodes"] == {"tp": 2, "fp": 0, "fn": 0, "f1": 1.0}
+    assert by_id["podcast"]["plan_taskbench"] == [
+        {"task": "Automatic Speech Recognition", "arguments": ["podcast.mp3"]},
+        {"task": "Summarization", "arguments": ["<node-0>"]},
+    ]
+    assert by_id["podcast"]["scores"]["ours"]["nodes"] == {"tp": 2, "fp": 0, "fn": 0, "f1": 1.0}
+    assert by_id["podcast"]["scores"]["taskbench"]["links"] == {"tp": 1, "fp": 0, "fn": 0}
+    assert by_id["podcast"]["repairs"] == {"renumbered": 1}
     assert [a["parsed"] for a in by_id["photos"]["answers"]] == [False, True]
     assert by_id["garden"]["invented"] == ["style-transfer", "image-style-transfer"]
-    assert by_id["garden"]["valid"] is False and by_id["garden"]["plan"] is None
+    # refused twice: the last answer is what was scored, as it came
+    assert by_id["garden"]["valid"] is False and by_id["garden"]["plan_status"] == "unparsed"
+    assert json.loads(by_id["garden"]["plan"]) == AGAIN["garden"]
+    assert by_id["garden"]["plan_taskbench"] == []
     assert by_id["fox"]["inconsistent"] == [
         "task 0 (text-to-image) makes image, given to task 1 (text-to-speech) as text"
     ]
     assert by_id["speak"]["gold"] is None and by_id["speak"]["shape"] == "single"
     assert by_id["similar"]["gold_missing_tools"] == ["Sentence Similarity"]
+    # the gold as given, in TaskBench's names, scored by TaskBench's rules
+    assert by_id["similar"]["gold"] == ROWS[6]["task_nodes"]
+    assert by_id["similar"]["scores"]["taskbench"]["nodes"] == {"tp": 0, "fp": 0, "fn": 1}
+    assert by_id["similar"]["scores"]["ours"] is None
 
 
 async def test_a_bad_dataset_is_one_error_line(tmp_path: Path, llm_fake: FakeLLM) -> None:
@@ -230,3 +292,61 @@ async def test_only_the_deployment_s_tasks_when_asked(
     (body,) = llm_fake.calls("plan")
     listed = body["messages"][0]["content"].split("Tasks, by inputs -> output:", 1)[1]
     assert {t for t in TASKS if re.search(rf"(?<![\w-]){t}(?![\w-])", listed)} == set(offered)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _result(valid: bool) -> Any:
+    """A planned request as the progress sees it."""
+    item = item_of({"request": "x"}, "r")
+    plan = (PlannedTask(0, "text-generation", [], {"text": "x"}),)
+    return RequestResult(item, [Attempt("[…]", plan, None if valid else "refused")])
+
+
+def test_progress_in_a_log_is_whole_lines_that_log_lines_do_not_break() -> None:
+    stream = io.StringIO()  # not a terminal
+    handler = logging.StreamHandler(stream)
+    log = logging.getLogger("test.eval.progress")
+    log.addHandler(handler)
+    try:
+        progress = _Progress(5, stream=stream, step=2)
+        for n in range(5):
+            progress.update(_result(valid=n != 1))
+            if n == 2:
+                log.warning("the language model is slow")
+        progress.close()
+    finally:
+        log.removeHandler(handler)
+    assert stream.getvalue().splitlines() == [
+        "planning: 2/5 requests, valid 1/2",
+        "the language model is slow",
+        "planning: 4/5 requests, valid 3/4",
+        "planning: 5/5 requests, valid 4/5",  # the last one always
+    ]
+
+
+def test_progress_on_a_terminal_is_a_bar_with_log_lines_above_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    handler = logging.StreamHandler(sys.stderr)  # the console handler the bot sets up
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        progress = _Progress(4)
+        progress.update(_result(valid=True))
+        logging.getLogger("test.eval.progress").warning("the language model is slow")
+        progress.update(_result(valid=True))
+        progress.close()
+    finally:
+        root.removeHandler(handler)
+    written = terminal.getvalue()
+    assert "\r" in written and "planning:" in written and "valid 2/2" in written  # bar frames
+    pieces = re.split(r"[\r\n]", written)
+    # the warning is a line of its own, not written into a frame of the bar
+    assert "the language model is slow" in pieces
+    assert not any("planning" in p and "slow" in p for p in pieces)
