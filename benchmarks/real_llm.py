@@ -34,6 +34,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -244,11 +245,44 @@ class LlamaServer:
             "model_path": self.props.get("model_path"),
         }
 
+    def speed(self) -> dict[str, Any] | None:
+        """Tokens per second the server reported (its log; None: not started here)."""
+        if self.proc is None and not self.log_path.is_file():
+            return None
+        return server_speed(self.log_path.read_text(errors="replace"))
+
     def stop(self) -> None:
         if self.proc is not None:
             stop_process(self.proc)
             log("llama-server stopped")
             self.proc = None
+
+
+_TIMING = re.compile(r"(prompt eval|\beval) time =\s*([\d.]+) ms /\s*(\d+) tokens")
+
+
+def server_speed(text: str) -> dict[str, Any]:
+    """Calls, and prompt / generated tokens per second (median of calls, and overall),
+    from llama-server's ``print_timing`` lines."""
+    calls: dict[str, list[tuple[float, int]]] = {"prompt eval": [], "eval": []}
+    for m in _TIMING.finditer(text):
+        calls[m.group(1)].append((float(m.group(2)) / 1000, int(m.group(3))))
+
+    def rates(xs: list[tuple[float, int]]) -> dict[str, Any]:
+        per = [n / t for t, n in xs if t > 0]
+        total_t = sum(t for t, _ in xs)
+        return {
+            "tokens": sum(n for _, n in xs),
+            "seconds": round(total_t, 1),
+            "median_per_s": round(statistics.median(per), 1) if per else None,
+            "overall_per_s": round(sum(n for _, n in xs) / total_t, 1) if total_t else None,
+        }
+
+    return {
+        "calls": len(calls["eval"]),
+        "prompt": rates(calls["prompt eval"]),
+        "generated": rates(calls["eval"]),
+    }
 
 
 # ---------------------------------------------------------------- the fakes
@@ -778,8 +812,10 @@ def main(argv: list[str] | None = None) -> int:
                 asks = run_asks(args, server, hf, workdir)
                 meta["ask_wall_s"] = round(time.perf_counter() - t0, 1)
         finally:
+            speed = server.speed()
             server.stop()
             hf.close()
+        meta["server_speed"] = speed
         meta["total_wall_s"] = round(time.perf_counter() - started, 1)
         meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         rows = table_rows(args, ev, asks)
@@ -805,6 +841,13 @@ def main(argv: list[str] | None = None) -> int:
         if asks is not None:
             took.append(f"ask {meta['ask_wall_s']:.0f} s")
         print(f"- took: {', '.join(took)}")
+        if speed is not None:
+            gen, prompt = speed["generated"], speed["prompt"]
+            print(
+                f"- llama-server: {speed['calls']} calls, generated {gen['tokens']} tokens at "
+                f"{gen['overall_per_s']} tokens/s (median call {gen['median_per_s']}), read "
+                f"{prompt['tokens']} prompt tokens at {prompt['overall_per_s']} tokens/s"
+            )
         load = meta.get("load_average_at_start"), meta["load_average_at_end"]
         print(f"- load average (1, 5, 15 min) at start {load[0]}, at end {load[1]}")
         if args.json:
