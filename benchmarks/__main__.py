@@ -60,7 +60,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ("makespan", "latency", "cpu", "cli", "concurrency", "reuse")
+ORDER = ("makespan", "latency", "userpath", "cpu", "cli", "concurrency", "reuse")
+# --user-path: the user's path beside the warm figures it is read against
+USER_PATH = ("makespan", "latency", "userpath", "cli")
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 # Seconds each measurement process may take before it is stopped (quick, full).
 LIMITS = {
@@ -70,6 +72,7 @@ LIMITS = {
     "cli": (120, 180),
     "concurrency": (180, 480),
     "reuse": (60, 120),
+    "userpath": (600, 1800),
 }
 
 
@@ -79,8 +82,9 @@ def groups(wanted: list[str], quick: bool) -> list[list[str]]:
     names = [n for n in ORDER if n in wanted]
     if not quick:
         return [[n] for n in names]
-    rest = [n for n in names if n != "cli"]
-    return [g for g in (rest, ["cli"] if "cli" in names else []) if g]
+    alone = ("cli", "userpath")  # each starts processes of its own
+    rest = [n for n in names if n not in alone]
+    return [g for g in (rest, *([n] for n in alone if n in names)) if g]
 
 
 def child_env() -> dict[str, str]:
@@ -172,7 +176,15 @@ def run_group(
 
 
 def _failed(name: str, why: str, took: float) -> dict[str, Any]:
-    section = {"makespan": 1, "latency": 2, "cpu": 5, "cli": 6, "concurrency": 7, "reuse": 8}[name]
+    section = {
+        "makespan": 1,
+        "latency": 2,
+        "userpath": 1,
+        "cpu": 5,
+        "cli": 6,
+        "concurrency": 7,
+        "reuse": 8,
+    }[name]
     row = {
         "section": section,
         "measure": name,
@@ -215,7 +227,12 @@ def main() -> int:
     )
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (about a minute)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write the figures here")
-    ap.add_argument("--only", default=",".join(ORDER), help=f"comma list of {', '.join(ORDER)}")
+    ap.add_argument("--only", default=None, help=f"comma list of {', '.join(ORDER)}")
+    ap.add_argument(
+        "--user-path",
+        action="store_true",
+        help=f"the user's path beside the warm figures (--only {','.join(USER_PATH)})",
+    )
     ap.add_argument("--pg", default=PG_URL, help="PostgreSQL server for 5 and 7, or 'none'")
     ap.add_argument(
         "--profile",
@@ -231,7 +248,8 @@ def main() -> int:
         help="concurrency: bot processes sharing the PostgreSQL store (default: one per CPU)",
     )
     args = ap.parse_args()
-    wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+    only = args.only or ",".join(USER_PATH if args.user_path else ORDER)
+    wanted = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in ORDER]
     if unknown:
         ap.error(f"unknown measurement(s): {', '.join(unknown)}")
@@ -271,6 +289,11 @@ def main() -> int:
         )
     )
     print(table(rows))
+    if "userpath" in results:
+        from benchmarks.user_path import side_by_side
+
+        print()
+        print(side_by_side(results))
     fails = sum(r["status"] == "FAIL" for r in rows)
     print(
         f"\n{sum(r['status'] == 'PASS' for r in rows)} PASS, {fails} FAIL, "

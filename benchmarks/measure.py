@@ -3,7 +3,7 @@
     python -m benchmarks.measure NAME --fakes '{"control": …, "llm": …, "hf": …}'
                                  [--quick] [--pg URL|none] [--profile PATH]
 
-NAME: makespan | latency | cpu | cli | concurrency | reuse.  Progress goes to
+NAME: makespan | latency | cpu | cli | concurrency | reuse | userpath.  Progress goes to
 stderr; the last stdout line is the result (``Result.to_json``).
 """
 
@@ -52,6 +52,7 @@ from benchmarks.harness import (
     timed,
     verdict,
 )
+from benchmarks.user_path import measure_user_path
 from core.selection import FINISHED_FIRST
 from core.types import Attachment, Request
 from tests.fakes.samples import sample_png
@@ -658,8 +659,8 @@ def _import_times(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, f
             continue
         top = parts[2].strip().split(".")[0]
         by[top] = by.get(top, 0.0) + own
-    top = dict(sorted(by.items(), key=lambda kv: -kv[1])[:12])
-    return {**{k: round(v, 3) for k, v in top.items()}, "total": round(sum(by.values()), 3)}
+    largest = dict(sorted(by.items(), key=lambda kv: -kv[1])[:12])
+    return {**{k: round(v, 3) for k, v in largest.items()}, "total": round(sum(by.values()), 3)}
 
 
 # -------------------------------------------------------------- 7. concurrency
@@ -939,6 +940,13 @@ async def m_reuse(ctx: Ctx) -> Result:
     return res
 
 
+async def m_userpath(ctx: Ctx) -> Result:
+    """Measurements 1 and 2 on the user's path: each request the first of a
+    fresh ``python -m bot ask`` / ``run slack`` / ``run discord`` process
+    (:mod:`benchmarks.user_path`)."""
+    return await measure_user_path(ctx.urls, ctx.tmp, quick=ctx.quick)
+
+
 MEASUREMENTS: dict[str, Callable[[Ctx], Coroutine[Any, Any, Result]]] = {
     "makespan": m_makespan,
     "latency": m_latency,
@@ -946,6 +954,7 @@ MEASUREMENTS: dict[str, Callable[[Ctx], Coroutine[Any, Any, Result]]] = {
     "cli": m_cli,
     "concurrency": m_concurrency,
     "reuse": m_reuse,
+    "userpath": m_userpath,
 }
 
 

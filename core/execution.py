@@ -25,6 +25,12 @@ force are handed to ``on_chosen`` and only then is any task *committed*
 (its files stored, ``on_finished`` told), so a stopped run leaves no file
 and no record.  The same model on the same inputs in one conversation is
 answered from :class:`ResultCache` when one is given.
+
+What the plan's outputs will need (codecs, the drawing library) starts
+loading in a thread the moment the plan is handed over (:mod:`core.warmup`),
+so a fresh process does not load it between one task's result and the next
+task's call; only results with boxes or masks to draw go to a thread to be
+drawn (:func:`core.postprocess.draws`).
 """
 
 from __future__ import annotations
@@ -44,12 +50,13 @@ from core.experts.base import Expert
 from core.inputs import REF, HandleLoader, resolve_inputs
 from core.outputs import check_output_async
 from core.planning import PlannedTask
-from core.postprocess import deliverable, enrich
+from core.postprocess import deliverable, draws, enrich
 from core.result_cache import Cached, ResultCache
 from core.results import TaskInputs, TaskResult
 from core.routing import ExpertRouter
 from core.tasks import AUDIO, TEXT, VIDEO, TaskTimeouts
 from core.types import TaskState, TaskStatus
+from core.warmup import PROCESS, Warmups
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +122,10 @@ class Executor:
         timeouts: TaskTimeouts | None = None,
         attempts: int = 2,
         cache: ResultCache | None = None,
+        warmups: Warmups = PROCESS,
     ) -> None:
         self.router = router
+        self.warmups = warmups
         self.timeouts = timeouts or TaskTimeouts()
         self.attempts = max(1, attempts)
         self.max_parallel = max(1, max_parallel)
@@ -151,6 +160,9 @@ class Executor:
         will be run on first) and their reasons once the choice is known or
         cancelled, before any task is committed.  ``scope``: the
         conversation, for the result cache (None: no reuse)."""
+        # What these tasks' outputs need loaded (codecs, drawing), loaded in a
+        # thread while the first calls run, not after them (core.warmup).
+        self.warmups.for_tasks(t.task for t in plan if t.id not in (finished_before or {}))
         graph = _Graph(
             self,
             plan,
@@ -219,7 +231,7 @@ class Executor:
                             await check_output_async(t.task, model.id, result)
                     out.result = (  # boxes and masks are drawn on the input image
                         await asyncio.to_thread(enrich, t.task, inputs, result)
-                        if inputs.image is not None
+                        if draws(t.task, inputs, result)
                         else result
                     )
                     out.status = TaskStatus.DONE

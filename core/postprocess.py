@@ -29,19 +29,28 @@ MAX_VIDEO_OUT_FRAMES = 480  # a minute at 8 fps: generated clips are far shorter
 PLAYABLE_AUDIO = {"audio/ogg", "audio/mpeg", "audio/mp3", "audio/mp4", "audio/aac"}
 
 
+def draws(task: str, inputs: TaskInputs, result: TaskResult) -> bool:
+    """Whether :func:`enrich` has something to draw for this result: boxes or
+    masks, an input picture to draw them on, no picture made already.  Every
+    other result passes through untouched (no thread, no drawing library)."""
+    if result.media_of(IMAGE) is not None or inputs.image is None:
+        return False
+    return (task == "object-detection" and bool(result.boxes)) or (
+        task == "image-segmentation" and bool(result.segments)
+    )
+
+
 def enrich(task: str, inputs: TaskInputs, result: TaskResult) -> TaskResult:
     """The result with what later tasks and people look at drawn (boxes, masks)."""
-    if result.media_of(IMAGE) is not None or inputs.image is None:
+    if not draws(task, inputs, result) or inputs.image is None:
         return result
     try:
-        from core.experts.images import draw_boxes, mask_overlay
+        from core.experts.images import draw_boxes, mask_overlay  # loaded only to draw
 
-        if task == "object-detection" and result.boxes:
+        if task == "object-detection":
             png = draw_boxes(inputs.image.data, result.boxes)
-        elif task == "image-segmentation" and result.segments:
-            png = mask_overlay(inputs.image.data, result.segments)
         else:
-            return result
+            png = mask_overlay(inputs.image.data, result.segments)
     except Exception:  # a drawing failure keeps the structured result
         log.exception("post-processing %s failed", task)
         return result

@@ -1,0 +1,516 @@
+"""The user's path: the figures of measurements 1 and 2 taken on fresh processes.
+
+The warm measurements run every shape once before timing, in one process:
+whatever a process does the first time it meets a kind of output or task
+(an import, a codec starting) is never on their clock.  A user meets it on
+every ``python -m bot ask`` and on the first requests of every ``run``
+process.  Here each request is the first of a process of its own:
+
+* ``ask`` – ``python -m bot ask TEXT --json --file photo.png`` (remote mode,
+  no ``serve`` worker), one process per request;
+* ``run slack`` / ``run discord`` – a freshly started ``python -m bot run``
+  process (Slack in HTTP mode, Discord over the gateway, each against its
+  loopback fake, here in this process), sent its first request (a mention
+  with photo.png / ``/ask``, without a file: the bot takes files only from
+  Discord's CDN hosts) the moment it is connected, then stopped.
+
+Two conditions, per plan shape (those of :data:`benchmarks.harness.SHAPES`,
+scripted into the fake LLM):
+
+1. models 0.2 s, LLM 0 s, ``MODEL_SELECTION=downloads``: model makespan (the
+   model fake's first call start to its last call end, its own clock) ÷
+   critical path;
+2. models 0.2 s, LLM 0.5 s per call, ``MODEL_SELECTION=llm``: the request's
+   time ÷ (planning call + critical path + answer call).  For ``ask`` the
+   request's time is the agent's own (``timings.total`` of the JSON reply:
+   what the warm figure measures); for ``run`` it is what the person waits:
+   the event or interaction sent → the answer posted.
+
+Each figure is the median of ``reps`` requests (3; ``--quick`` 1).  The hop
+gaps – for every model call after the first wave, its start minus the last
+end before it – show where a process still does something on the critical
+path the first time (the largest is in each row's note).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from benchmarks.harness import (
+    ANSWER,
+    MODEL_LATENCY,
+    ROOT,
+    SHAPES,
+    Fakes,
+    FakeURLs,
+    Result,
+    Shape,
+    bench_env,
+    median,
+    settings_env_names,
+    verdict,
+)
+from tests.fakes.samples import sample_png
+
+LLM_LATENCY = 0.5
+PHOTO = "photo.png"
+MODES = ("ask", "run slack", "run discord")
+MAKESPAN_TARGET = 1.05
+AGENT_TARGET = 1.10
+# A call starting within this long of the first one belongs to the first wave.
+FIRST_WAVE = 0.005
+
+
+def say(msg: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------ the figures
+
+
+def span(calls: list[dict[str, Any]]) -> float | None:
+    """First call start → last call end, on the model fake's clock."""
+    if not calls:
+        return None
+    return float(max(c["t_end"] for c in calls) - min(c["t_start"] for c in calls))
+
+
+def hop_gaps(calls: list[dict[str, Any]]) -> list[float]:
+    """For each call after the first wave: its start minus the last end before
+    it (what the bot spent between a result and the call it let start)."""
+    if not calls:
+        return []
+    first = min(c["t_start"] for c in calls)
+    gaps = []
+    for c in sorted(calls, key=lambda c: c["t_start"]):
+        if c["t_start"] - first <= FIRST_WAVE:
+            continue
+        ends = [d["t_end"] for d in calls if d["t_end"] <= c["t_start"]]
+        if ends:
+            gaps.append(c["t_start"] - max(ends))
+    return gaps
+
+
+@dataclass
+class Sample:
+    """One first request: its model calls and the time it took (None: failed)."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    took: float | None = None  # the request's time (see the module doc)
+    wall: float | None = None  # the whole process, start to exit (ask only)
+    error: str | None = None
+
+    def makespan_ratio(self, shape: Shape) -> float | None:
+        s = span(self.calls)
+        return None if s is None else s / shape.critical_path()
+
+    def max_gap(self) -> float:
+        return max(hop_gaps(self.calls), default=0.0)
+
+
+@dataclass
+class Env:
+    """What every process of the run shares."""
+
+    urls: FakeURLs
+    tmp: Path
+    base: dict[str, str]
+    reps: int
+
+    def bot_env(self, name: str, selection: str, **extra: str) -> dict[str, str]:
+        """``python -m bot``'s environment: the fakes, remote mode, the store
+        (one per mode, created by its first process), no CLI worker."""
+        env = bench_env(self.tmp, self.urls, self.base)
+        env.update(
+            DATABASE_URL=f"sqlite+aiosqlite:///{self.tmp / f'{name}.db'}",
+            MEDIA_DIR=str(self.tmp / f"{name}-media"),
+            DATA_DIR=str(self.tmp / f"{name}-data"),
+            CLI_SOCKET=str(self.tmp / "no-worker.sock"),  # nothing listens: runs here
+            INFERENCE_MODE="remote",
+            MODEL_SELECTION=selection,
+        )
+        env.update(extra)
+        return env
+
+
+# ------------------------------------------------------------------- ask
+
+
+async def ask_once(env: Env, shape: Shape, selection: str, tag: str) -> Sample:
+    """One ``python -m bot ask … --json --file photo.png`` process."""
+    cmd = [sys.executable, "-m", "bot", "ask", shape.text, "--json", "--file", PHOTO]
+    cmd += ["--conversation", tag]
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        env=env.bot_env("ask", selection),
+        cwd=env.tmp,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return Sample(error="ask did not finish within 120 s")
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+    try:
+        reply = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return Sample(error=f"exit {proc.returncode}: {err.decode()[-300:]}")
+    bad = [t for t in reply.get("tasks", []) if t.get("status") != "done"]
+    if reply.get("status") != "answered" or reply.get("error") or bad:
+        why = reply.get("message") or (bad and bad[0].get("error")) or reply.get("answer", "")
+        return Sample(error=f"{reply.get('status')}: {str(why)[:200]}")
+    total = (reply.get("timings") or {}).get("total")
+    return Sample(took=float(total) if total is not None else None, wall=wall)
+
+
+# ------------------------------------------------------------- run slack
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def _start(
+    env: dict[str, str], cwd: Path, target: str, log: Path
+) -> asyncio.subprocess.Process:
+    with log.open("ab") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "run", target,
+            env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+
+
+async def _while_running(proc: asyncio.subprocess.Process, waiting: Awaitable[Any]) -> Any:
+    """``waiting``, unless the process exits first (then RuntimeError)."""
+    job = asyncio.ensure_future(waiting)
+    exited = asyncio.ensure_future(proc.wait())
+    await asyncio.wait({job, exited}, return_when=asyncio.FIRST_COMPLETED)
+    if job.done():
+        exited.cancel()
+        return job.result()
+    job.cancel()
+    raise RuntimeError(f"the bot exited with {proc.returncode}")
+
+
+async def slack_once(env: Env, shape: Shape, selection: str, tag: str) -> Sample:
+    """A fresh ``run slack`` process and its first mention (with photo.png)."""
+    from tests.fakes.loopback import free_port, wait_listening
+    from tests.fakes.slack_fake import (
+        BOT_TOKEN,
+        SIGNING_SECRET,
+        event_body,
+        make_slack_fake,
+        mention_event,
+        signed_headers,
+    )
+
+    async with make_slack_fake() as slack:
+        port = free_port()
+        bot_env = env.bot_env(
+            "slack",
+            selection,
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET,
+            SLACK_HTTP_PORT=str(port),
+            SLACK_API_URL=slack.base_url,
+        )
+        proc = await _start(bot_env, env.tmp, "slack", env.tmp / "slack.log")
+        try:
+            await wait_listening(port, proc, within=90)
+            photo = slack.add_file(PHOTO, sample_png(96, 96))
+            ts = f"{int(time.time())}.{abs(hash(tag)) % 1_000_000:06d}"
+            raw = json.dumps(event_body(mention_event(shape.text, ts=ts, files=[photo])))
+            t0 = time.monotonic()
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(
+                    f"http://127.0.0.1:{port}/slack/events", data=raw, headers=signed_headers(raw)
+                ) as resp,
+            ):
+                if resp.status != 200:
+                    return Sample(error=f"the event was answered {resp.status}")
+            answers = await _while_running(
+                proc,
+                slack.wait_for(
+                    "chat.postMessage",
+                    where=lambda c: ANSWER[:20] in str(c.args.get("text")),
+                    within=90,
+                ),
+            )
+            return Sample(took=answers[0].at - t0)
+        except (TimeoutError, RuntimeError, AssertionError) as e:
+            return Sample(error=f"run slack: {type(e).__name__}: {e}"[:300])
+        finally:
+            await _stop(proc)
+
+
+# ----------------------------------------------------------- run discord
+
+
+async def discord_once(env: Env, shape: Shape, selection: str, tag: str) -> Sample:
+    """A fresh ``run discord`` process and its first ``/ask`` (no file: the bot
+    takes files only from Discord's own CDN hosts, which the fake is not)."""
+    from tests.fakes.discord_fake import APP_ID, GUILD_ID, make_discord_fake
+
+    async with make_discord_fake() as fake:
+        bot_env = env.bot_env(
+            "discord",
+            selection,
+            DISCORD_BOT_TOKEN="discord-bench-token",
+            DISCORD_API_BASE=fake.base_url,
+            DISCORD_DEV_GUILD_IDS=str(GUILD_ID),
+        )
+        proc = await _start(bot_env, env.tmp, "discord", env.tmp / "discord.log")
+        try:
+            await _while_running(proc, fake.gateway.wait_ready(within=90))
+            # No attachment: the fake's CDN is not Discord's, which the bot refuses.
+            payload = fake.interaction("ask", {"prompt": shape.text})
+            t0 = time.monotonic()
+            await fake.dispatch("INTERACTION_CREATE", payload)
+            token = payload["token"]
+            posts = await _while_running(
+                proc, fake.wait_for("POST", rf"^/webhooks/{APP_ID}/{token}$", within=90)
+            )
+            return Sample(took=posts[0].at - t0)
+        except (TimeoutError, RuntimeError, AssertionError) as e:
+            return Sample(error=f"run discord: {type(e).__name__}: {e}"[:300])
+        finally:
+            await _stop(proc)
+
+
+RUNNERS: dict[str, Callable[[Env, Shape, str, str], Awaitable[Sample]]] = {
+    "ask": ask_once,
+    "run slack": slack_once,
+    "run discord": discord_once,
+}
+
+
+# ------------------------------------------------------------ the measurement
+
+
+async def _sample(
+    env: Env, fakes: Fakes, mode: str, shape: Shape, selection: str, tag: str
+) -> Sample:
+    since = await fakes.hf_count()
+    sample = await RUNNERS[mode](env, shape, selection, tag)
+    sample.calls = await fakes.hf_calls(since)
+    return sample
+
+
+async def measure_user_path(
+    urls: FakeURLs, tmp: Path, *, quick: bool, modes: tuple[str, ...] = MODES
+) -> Result:
+    """Both conditions, every shape, each mode; rows for sections 1 and 2."""
+    res = Result()
+    reps = 1 if quick else 3
+    base = {k: v for k, v in os.environ.items() if k not in settings_env_names()}
+    env = Env(urls, tmp, base, reps)
+    (tmp / PHOTO).write_bytes(sample_png(96, 96))
+    details: dict[str, Any] = {"reps": reps, "load": os.getloadavg()}
+    async with Fakes(urls) as fakes:
+        # Each mode's store is created (migrated) by an untimed first process.
+        await fakes.reset()
+        await fakes.script(SHAPES[0])
+        for mode in modes:
+            first = await _sample(env, fakes, mode, SHAPES[0], "downloads", f"{mode}-setup")
+            if first.error:
+                say(f"user path: {mode}'s first process failed: {first.error}")
+        for label, llm_delay, selection in (
+            ("makespan", 0.0, "downloads"),
+            ("agent", LLM_LATENCY, "llm"),
+        ):
+            for mode in modes:
+                say(f"user path: {mode}, {label} (LLM {llm_delay:g} s, {selection} selection)")
+                for shape in SHAPES:
+                    await fakes.reset(llm_delay=llm_delay, model_delay=MODEL_LATENCY)
+                    await fakes.script(shape)
+                    samples = [
+                        await _sample(
+                            env, fakes, mode, shape, selection, f"up-{label}-{shape.name}-{r}"
+                        )
+                        for r in range(reps)
+                    ]
+                    _rows(res, details, mode, label, shape, samples)
+    details["load_after"] = os.getloadavg()
+    res.details["user_path"] = details
+    return res
+
+
+def _rows(
+    res: Result,
+    details: dict[str, Any],
+    mode: str,
+    label: str,
+    shape: Shape,
+    samples: list[Sample],
+) -> None:
+    ok = [s for s in samples if s.error is None]
+    problems = [s.error for s in samples if s.error]
+    spans = [r for s in ok if (r := s.makespan_ratio(shape)) is not None]
+    gaps = [s.max_gap() for s in ok]
+    cp = shape.critical_path()
+    ideal = LLM_LATENCY + cp + LLM_LATENCY
+    agent = [s.took / ideal for s in ok if s.took is not None]
+    entry = details.setdefault(mode, {}).setdefault(label, {})
+    entry[shape.name] = {
+        "makespan_ratios": spans,
+        "max_hop_gaps": gaps,
+        "took": [s.took for s in ok],
+        "walls": [s.wall for s in ok if s.wall is not None],
+        "agent_ratios": agent if label == "agent" else [],
+        "errors": problems,
+    }
+    failed = f"; {len(problems)} failed: {problems[0][:120]}" if problems else ""
+    gap = f"largest hop gap {median(gaps) * 1000:.0f} ms" if gaps else "no hop"
+    if label == "makespan":
+        if not spans:
+            res.add(1, f"makespan ÷ crit. path, {mode}", shape.name, "error",
+                    f"≤ {MAKESPAN_TARGET}", "FAIL", note="; ".join(problems)[:300])  # fmt: skip
+            return
+        ratio = median(spans)
+        walls = [s.wall for s in ok if s.wall is not None]
+        res.add(
+            1,
+            f"makespan ÷ crit. path, {mode}",
+            shape.name,
+            f"{ratio:.3f}",
+            f"≤ {MAKESPAN_TARGET}",
+            verdict(ratio <= MAKESPAN_TARGET and not problems),
+            value=ratio,
+            unit="ratio",
+            note=f"first request of a fresh process, LLM 0 s, downloads selection; "
+            f"{gap}; median of {len(spans)}"
+            + (f"; process wall {median(walls):.2f} s" if walls else "")
+            + failed,
+        )
+        return
+    if not agent:
+        res.add(2, f"agent ÷ (plan+cp+answer), {mode}", shape.name, "error",
+                f"≤ {AGENT_TARGET}", "FAIL", note="; ".join(problems)[:300])  # fmt: skip
+        return
+    ratio = median(agent)
+    what = "agent timings.total" if mode == "ask" else "sent → answer posted"
+    res.add(
+        2,
+        f"agent ÷ (plan+cp+answer), {mode}",
+        shape.name,
+        f"{ratio:.3f}",
+        f"≤ {AGENT_TARGET}",
+        verdict(ratio <= AGENT_TARGET and not problems),
+        value=ratio,
+        unit="ratio",
+        note=f"{what} {median([s.took for s in ok if s.took]):.2f} s vs {ideal:.2f} s; LLM "
+        f"{LLM_LATENCY:g} s, LLM selection; makespan ÷ cp "
+        + (f"{median(spans):.3f}" if spans else "-")
+        + f"; {gap}"
+        + failed,
+    )
+
+
+# ------------------------------------------------------- side by side
+
+
+def side_by_side(results: dict[str, dict[str, Any]]) -> str:
+    """The user's path beside the warm figures: one line per mode and measure."""
+    warm_ms = results.get("makespan", {}).get("details", {}).get("makespan", {})
+    warm_lat = results.get("latency", {}).get("details", {}).get("selection_latency", {})
+    user = results.get("userpath", {}).get("details", {}).get("user_path", {})
+    names = [s.name for s in SHAPES]
+    lines: list[tuple[str, ...]] = [("measure", "where", *names, "target")]
+
+    def cell(xs: list[float] | None) -> str:
+        return f"{median(xs):.2f}" if xs else "-"
+
+    lines.append(
+        ("makespan ÷ cp", "warm (in process)",
+         *(cell((warm_ms.get(n) or {}).get("ratios")) for n in names), f"≤ {MAKESPAN_TARGET}")
+    )  # fmt: skip
+    for mode in MODES:
+        got = (user.get(mode) or {}).get("makespan") or {}
+        if got:
+            lines.append(
+                ("", f"{mode} (1st request)",
+                 *(cell((got.get(n) or {}).get("makespan_ratios")) for n in names), "")
+            )  # fmt: skip
+    lines.append(
+        ("agent ÷ ideal", "warm (in process)",
+         *(cell([w / v["ideal"] for w in v["walls"]] if (v := warm_lat.get(n)) else None)
+           for n in names), f"≤ {AGENT_TARGET}")
+    )  # fmt: skip
+    for mode in MODES:
+        got = (user.get(mode) or {}).get("agent") or {}
+        if got:
+            lines.append(
+                ("", f"{mode} (1st request)",
+                 *(cell((got.get(n) or {}).get("agent_ratios")) for n in names), "")
+            )  # fmt: skip
+    for mode in MODES:
+        got = (user.get(mode) or {}).get("makespan") or {}
+        if got:
+            lines.append(
+                ("largest hop gap ms", f"{mode}, LLM 0 s",
+                 *(f"{median(g) * 1000:.0f}" if (g := (got.get(n) or {}).get("max_hop_gaps"))
+                   else "-" for n in names), "")
+            )  # fmt: skip
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    out = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    ]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    load = user.get("load")
+    head = "user's path vs warm (medians"
+    if user.get("reps"):
+        head += f" of {user['reps']}"
+    if load:
+        head += f"; load {load[0]:.1f} at the start of the user's path"
+    return "\n".join([head + ")", *out])
+
+
+async def _main() -> None:  # pragma: no cover - a manual entry point
+    import argparse
+    import tempfile
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fakes", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--modes", default=",".join(MODES))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hgbench-user-") as tmp:
+        res = await measure_user_path(
+            FakeURLs.from_json(a.fakes),
+            Path(tmp),
+            quick=a.quick,
+            modes=tuple(m for m in a.modes.split(",") if m),
+        )
+    print(res.to_json("userpath"))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.path.insert(0, str(ROOT))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_main())
