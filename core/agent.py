@@ -608,6 +608,7 @@ class Agent:
     async def _stages(self, turn: Turn, emit: EventSink, saved: _Progress) -> Reply:
         req = turn.request
         cp = saved.cp
+        self.executor.prepare()  # a first hosted call's session, built while we plan
         resumed = cp.started
         await emit(StageStarted(Stage.PLANNING, resumed=resumed))
         turn.history = await self.repo.load_history(

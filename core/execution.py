@@ -46,7 +46,7 @@ from typing import Literal
 from core import telemetry
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
-from core.experts.base import Expert
+from core.experts.base import Expert, Prepares
 from core.inputs import REF, HandleLoader, resolve_inputs
 from core.outputs import check_output_async
 from core.planning import PlannedTask
@@ -131,6 +131,13 @@ class Executor:
         self.max_parallel = max(1, max_parallel)
         self.cache = cache
         self._local = asyncio.Semaphore(max(1, concurrency))
+
+    def prepare(self) -> None:
+        """A request is coming: the backends start building, in the
+        background, what their first call would build on its critical path."""
+        for backend in (self.router.remote, self.router.local):
+            if isinstance(backend, Prepares):
+                backend.prepare()
 
     async def run(
         self,

@@ -7,7 +7,7 @@ skip dependents); it never lets a backend's own exception type escape.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from core.catalog import ModelInfo
 from core.results import TaskInputs, TaskResult
@@ -23,3 +23,13 @@ class Expert(Protocol):
     async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A backend whose first call builds something costly (a client's
+    session) it can start building ahead, in the background."""
+
+    def prepare(self) -> None:
+        """Start it; return at once."""
+        ...

@@ -151,8 +151,9 @@ class RemoteExpert:
         self._token = token or None
         self.directory = directory or ProviderDirectory(provider)
         self._sleep = sleep
-        self._clients: dict[str, AsyncInferenceClient] = {}
+        self._clients: dict[str, _InferenceClient] = {}
         self._session: httpx2.AsyncClient | None = None  # only for _post
+        self._sessions = _Sessions()
 
     # --- what can run -------------------------------------------------------------
     @property
@@ -206,6 +207,14 @@ class RemoteExpert:
         if self._base_url:
             return f"{self._base_url}/models/{model.id}"
         return None
+
+    def prepare(self) -> None:
+        """Start building, in the background, the session the next client's
+        first call would otherwise build on its critical path (two TLS
+        contexts: a tenth to a quarter of a second in a fresh process).
+        Returns at once; does nothing once a client has its session."""
+        if not any(c._async_client is not None for c in self._clients.values()):
+            self._sessions.prepare()
 
     # --- running ------------------------------------------------------------------
     async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult:
@@ -276,24 +285,25 @@ class RemoteExpert:
                 token=self._token,
                 timeout=self.timeouts.longest,
             )
+            client.sessions = self._sessions
             self._clients[key] = client
         return client
 
     async def aclose(self) -> None:
         for client in self._clients.values():
+            await client.stop_opening()
             await client.close()  # type: ignore[no-untyped-call]
         self._clients.clear()
         if self._session is not None:
             await self._session.aclose()
             self._session = None
+        await self._sessions.aclose()
 
     async def _post(self, url: str, body: dict[str, Any] | bytes) -> bytes:
         """POST for a task the client has no task-API route for: a dict as
         JSON, bytes as the raw body (as the client sends images)."""
         if self._session is None:
-            sdk_session = get_async_session()
-            self._session = same_host_redirects_only(like(sdk_session))
-            await sdk_session.aclose()
+            self._session = await self._sessions.take()
         token = self._token or get_token()  # the client's own fallback
         headers = {"authorization": f"Bearer {token}"} if token else {}
         timeout = self.timeouts.longest
@@ -305,7 +315,62 @@ class RemoteExpert:
         return response.content
 
 
-# --- sessions: redirects stay on the server that was called ---------------------
+# --- sessions: built off the event loop; redirects stay on the server called ------
+
+
+def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+    """The SDK's session (built for its settings: hooks, redirects, timeout,
+    headers, whatever factory the user set) and ours like it on aiohttp's
+    transport (core.http_client), refusing redirects to other servers.  CPU
+    work (each loads a TLS context), no I/O: run it in a thread."""
+    sdk_session = get_async_session()
+    return sdk_session, same_host_redirects_only(like(sdk_session))
+
+
+class _Sessions:
+    """Where the expert's clients get their sessions: built in a worker
+    thread, one possibly ahead of need (:meth:`prepare`)."""
+
+    def __init__(self) -> None:
+        self._spare: asyncio.Task[httpx2.AsyncClient] | None = None
+
+    def prepare(self) -> None:
+        """Start building a session for the next client that needs one."""
+        if self._spare is None:
+            self._spare = asyncio.get_running_loop().create_task(
+                self._build(), name="hosted-session"
+            )
+
+    async def take(self) -> httpx2.AsyncClient:
+        """The session built ahead, else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                return await asyncio.shield(spare)
+            except asyncio.CancelledError:
+                if not spare.cancelled():  # we were cancelled, not the build: keep it
+                    self._spare = spare
+                raise
+            except Exception:  # the build ahead failed: build again, as a call would
+                log.debug("building a hosted session ahead failed", exc_info=True)
+        return await self._build()
+
+    async def _build(self) -> httpx2.AsyncClient:
+        sdk_session, session = await asyncio.to_thread(_new_session)
+        await sdk_session.aclose()  # never used: it opened no connection
+        return session
+
+    async def aclose(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        if not spare.done():
+            spare.cancel()
+        try:
+            session = await spare
+        except (asyncio.CancelledError, Exception):
+            return
+        await session.aclose()
 
 
 class _InferenceClient(AsyncInferenceClient):
@@ -318,14 +383,35 @@ class _InferenceClient(AsyncInferenceClient):
     replicate output URLs on other hosts) use the client's synchronous session
     and are not affected."""
 
+    sessions: _Sessions | None = None  # set by RemoteExpert._client
+    _opening: asyncio.Task[httpx2.AsyncClient] | None = None
+
     async def _get_async_client(self) -> httpx2.AsyncClient:
         # As the client builds its own (one per client, closed with it), on
-        # aiohttp's transport (core.http).
+        # aiohttp's transport (core.http_client), built in a thread; the
+        # calls that arrive while it is built wait for the same one.
         if self._async_client is None:
-            sdk_session = get_async_session()
-            self._async_client = await self.exit_stack.enter_async_context(like(sdk_session))
-            await sdk_session.aclose()  # never used: it opened no connection
+            opening = self._opening
+            if opening is None or (
+                opening.done() and (opening.cancelled() or opening.exception() is not None)
+            ):
+                opening = self._opening = asyncio.get_running_loop().create_task(self._open())
+            await asyncio.shield(opening)
+        assert self._async_client is not None
         return same_host_redirects_only(self._async_client)
+
+    async def stop_opening(self) -> None:
+        """Stop building a session nobody waits for any more (closing)."""
+        opening = self._opening
+        if opening is not None and not opening.done():
+            opening.cancel()
+            await asyncio.wait([opening])
+
+    async def _open(self) -> httpx2.AsyncClient:
+        sessions = self.sessions or _Sessions()
+        session = await sessions.take()
+        self._async_client = await self.exit_stack.enter_async_context(session)
+        return self._async_client
 
 
 def same_host_redirects_only(session: httpx2.AsyncClient) -> httpx2.AsyncClient:
