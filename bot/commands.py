@@ -87,6 +87,7 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
     discord_conf = discord_config(settings) if "discord" in targets else None
     slack_conf = slack_config(settings) if "slack" in targets else None
     async with open_agent(settings) as agent:
+        agent.warm_up()  # codecs and the first hosted session, before the first request
 
         async def drain() -> None:
             running = agent.begin_shutdown()

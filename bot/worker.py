@@ -500,6 +500,7 @@ async def serve(
     code = worker_client.code_version()
     with _only_worker(path), _logs_to_clients(settings):
         async with open_agent(settings) as agent:
+            agent.warm_up()  # codecs and the first hosted session, before the first ask
             origin = worker_client.Origin.here()
             worker = Worker(
                 agent,

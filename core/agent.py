@@ -224,6 +224,14 @@ class Agent:
         for the next process.  Returns how many."""
         return await self.jobs.interrupt()
 
+    def warm_up(self) -> None:
+        """For a process that will run many requests (``run``, ``serve``):
+        start loading, in the background, what any task's output needs
+        (:mod:`core.warmup`) and building the first hosted call's session,
+        so its first requests do not wait for them.  Returns at once."""
+        self.executor.warmups.all()
+        self.executor.prepare()
+
     async def aclose(self) -> None:
         """Release every job this process holds (the composition root calls it)."""
         await self.jobs.aclose()

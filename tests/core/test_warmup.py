@@ -14,15 +14,18 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx2
 import pytest
 
+from core.agent import Agent
 from core.catalog import ModelInfo
 from core.execution import Executor
+from core.experts import remote
 from core.planning import PlannedTask
 from core.postprocess import draws
 from core.results import Blob, Box, TaskInputs, TaskResult
 from core.routing import ExpertRouter
-from core.warmup import DRAWING, PICTURES, SOUND, Warmups, needs
+from core.warmup import DRAWING, PICTURES, SOUND, WARMERS, Warmups, needs
 from tests.fakes.samples import sample_png
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,3 +147,26 @@ def test_the_audio_warm_up_loads_the_codecs_a_models_audio_needs() -> None:
         "print(all(m in sys.modules for m in ('av', 'soundfile', 'core.experts.audio')))\n"
     )
     assert out == "True"
+
+
+async def test_a_long_running_process_warms_every_kind_and_the_first_session_at_start(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+    agent.executor.warmups = Warmups({n: (lambda n=n: ran.append(n)) for n in WARMERS})
+    built: list[int] = []
+    real = remote._new_session
+
+    def counting() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+        built.append(threading.get_ident())
+        return real()
+
+    monkeypatch.setattr(remote, "_new_session", counting)
+    agent.warm_up()
+    assert await asyncio.to_thread(agent.executor.warmups.wait, WARMERS, 30)
+    assert sorted(ran) == sorted(WARMERS)
+    for _ in range(200):  # the session is built in a worker thread
+        if built:
+            break
+        await asyncio.sleep(0.01)
+    assert len(built) == 1 and built[0] != threading.get_ident()
