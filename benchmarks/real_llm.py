@@ -377,15 +377,16 @@ def code_info(env: dict[str, str], cwd: Path) -> dict[str, Any]:
 # -------------------------------------------------------------------- eval
 
 
+F1 = tuple[float | None, float | None, int | None]  # node F1 %, edge F1 %, requests scored
+
+
 @dataclass
 class EvalRun:
     requests: int = 0
     valid: int | None = None
     valid_rate: float | None = None
-    node_f1: float | None = None  # percent
-    edge_f1: float | None = None
-    scored: int | None = None
-    f1_source: str = ""
+    exact: F1 | None = None  # TaskBench's evaluate.py figures
+    ours: F1 | None = None  # the project's view (aliases, our task table)
     seconds_per_plan: float | None = None
     llm_errors: int | None = None
     llm_timeouts: int = 0
@@ -404,17 +405,20 @@ def _dig(data: Any, *path: str) -> Any:
     return data
 
 
-def f1_figures(report: dict[str, Any]) -> tuple[float | None, float | None, int | None, str]:
-    """(node F1 %, edge F1 %, requests scored, where in the report) — TaskBench's
-    exact figures where the report has them, else the project's gold table."""
-    for path in (("taskbench", "all"), ("taskbench", "overall"), ("taskbench",)):
-        block = _dig(report, *path)
-        if isinstance(block, dict) and "node_f1" in block:
-            return (*_f1_pair(block), block.get("requests"), ".".join(path))
+def f1_figures(report: dict[str, Any]) -> tuple[F1 | None, F1 | None]:
+    """(TaskBench's exact figures, the project's own view) from an ``eval plans``
+    report; None where the report has no such table (before issue 18, only our view)."""
+    exact: F1 | None = None
+    block = report.get("taskbench")
+    if isinstance(block, dict):
+        overall = block.get("overall", block.get("all"))
+        overall = overall if isinstance(overall, dict) else {}
+        exact = (*_f1_pair(overall), overall.get("requests"))
+    ours: F1 | None = None
     block = _dig(report, "gold", "by_shape", "all")
     if isinstance(block, dict):
-        return (*_f1_pair(block), block.get("requests"), "gold.by_shape.all")
-    return None, None, None, "no gold figures in the report"
+        ours = (*_f1_pair(block), block.get("requests"))
+    return exact, ours
 
 
 def _f1_pair(block: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -466,7 +470,7 @@ def run_eval(
     run.seconds_per_plan = planning.get("mean_latency_s")
     run.llm_errors = counts.get("llm_errors")
     run.llm_timeouts = sum(TIMEOUT_MARK in str(r.get("llm_error") or "") for r in rows)
-    run.node_f1, run.edge_f1, run.scored, run.f1_source = f1_figures(data)
+    run.exact, run.ours = f1_figures(data)
     log(f"eval done in {run.wall:.0f} s: valid {run.valid}/{run.requests}")
     return run
 
@@ -701,21 +705,29 @@ def table_rows(
     if ev is not None:
         n = ev.requests
         valid = "—" if ev.valid_rate is None else f"{100 * ev.valid_rate:.1f} % ({ev.valid} / {n})"
-        f1 = (
-            "—"
-            if ev.node_f1 is None
-            else f"{ev.node_f1:.1f} / {0.0 if ev.edge_f1 is None else ev.edge_f1:.1f}"
-            f" (on {ev.scored}; {ev.f1_source})"
-        )
         spp = "—" if ev.seconds_per_plan is None else f"{ev.seconds_per_plan:.1f} s"
         rows += [
             (f"`eval plans` on the dev set (first {n}): valid plan", valid, "≥ 85 %"),
-            ("same: node-F1 / edge-F1", f1, "first run + 20 points"),
+            ("same: node-F1 / edge-F1, TaskBench exact", _f1_text(ev.exact), "first run + 20"),
+        ]
+        if ev.ours is not None:
+            rows.append(
+                ("same: node-F1 / edge-F1, our view (not TaskBench's)", _f1_text(ev.ours), "")
+            )
+        rows += [
             ("same: seconds per plan / LLM timeouts", f"{spp} / {ev.llm_timeouts}", ""),
         ]
         if ev.error:
             rows.append(("same: eval error", ev.error, ""))
     return rows
+
+
+def _f1_text(f1: F1 | None) -> str:
+    if f1 is None:
+        return "— (this version's report has no such table)"
+    node, edge, scored = f1
+    fmt = "—" if node is None else f"{node:.1f}"
+    return f"{fmt} / {'—' if edge is None else f'{edge:.1f}'} (on {scored})"
 
 
 def render(rows: list[tuple[str, str, str]]) -> str:
@@ -805,6 +817,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.json
                 else workdir / "eval-report.json"
             )
+            report.parent.mkdir(parents=True, exist_ok=True)
+            if args.json:
+                args.json.parent.mkdir(parents=True, exist_ok=True)
             if args.eval_limit > 0:
                 ev = run_eval(args, server, hf, workdir, report.resolve())
             if args.ask_limit > 0:

@@ -81,14 +81,11 @@ def test_a_plan_does_not_fit_with_an_unused_or_invented_file_or_nothing_run() ->
     assert text_only.fits
 
 
-def test_f1_figures_prefer_taskbench_exact_and_are_percentages() -> None:
-    gold = {"gold": {"by_shape": {"all": {"requests": 7, "node_f1": 0.5, "edge_f1": 0.25}}}}
-    assert f1_figures(gold) == (50.0, 25.0, 7, "gold.by_shape.all")
-    both = {**gold, "taskbench": {"all": {"requests": 9, "node_f1": 0.126, "edge_f1": 0.021}}}
-    node, edge, scored, where = f1_figures(both)
-    assert (round(node or 0, 1), round(edge or 0, 1), scored, where) == (
-        12.6,
-        2.1,
-        9,
-        "taskbench.all",
-    )
+def test_f1_figures_read_taskbench_exact_and_our_view_as_percentages() -> None:
+    before = {"gold": {"by_shape": {"all": {"requests": 7, "node_f1": 0.5, "edge_f1": 0.25}}}}
+    assert f1_figures(before) == (None, (50.0, 25.0, 7))
+    overall = {"samples": 10, "requests": 9, "node_f1": 0.125, "edge_f1": 0.0}
+    after = {**before, "taskbench": {"overall": overall, "single": {"requests": 0}}}
+    assert f1_figures(after) == ((12.5, 0.0, 9), (50.0, 25.0, 7))
+    nothing_scored = {"taskbench": {"overall": {"samples": 3, "requests": 0}}}
+    assert f1_figures(nothing_scored) == ((None, None, 0), None)
