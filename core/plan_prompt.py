@@ -208,15 +208,21 @@ def build_planning_messages(
     chat_log: Sequence[tuple[str, str]],
     files: Sequence[tuple[str, str]],
     runnable: Sequence[str],
+    demos: Sequence[Demo] | None = None,
 ) -> list[dict[str, str]]:
     """System prompt (the runnable tasks only), the demonstrations most like
-    the request (:func:`pick_demos`) as user/assistant pairs, the request."""
+    the request (:func:`pick_demos`; ``demos`` instead when given) as
+    user/assistant pairs, the request."""
     runnable_set = {canonical_task(r) or r for r in runnable}
     messages = [{"role": "system", "content": _system_prompt(runnable_set)}]
-    for demo in demos_shown(request_text, chat_log=chat_log, files=files, runnable=runnable):
+    if demos is None:
+        demos = demos_shown(request_text, chat_log=chat_log, files=files, runnable=runnable)
+    for demo in demos:
         user = _user_message(demo.request, demo.chat_log, demo.files)
         messages.append({"role": "user", "content": user})
-        plan = json.dumps(demo.plan, ensure_ascii=False, separators=(",", ":"))
+        # the shape the structured output asks for: a small model given a
+        # list here and made to open an object writes indented JSON, twice the tokens
+        plan = json.dumps({"tasks": demo.plan}, ensure_ascii=False, separators=(",", ":"))
         messages.append({"role": "assistant", "content": plan})
     messages.append({"role": "user", "content": _user_message(request_text, chat_log, files)})
     return messages
@@ -234,7 +240,10 @@ def demos_shown(
     return pick_demos(request_text, files=files, chat_log=chat_log, runnable=runnable_set)
 
 
-COPY_MIN_CHARS = 16  # a shorter phrase (or one of fewer than 3 words) proves no copying
+COPY_MIN_CHARS = 16  # a demonstration's argument shorter than this proves no copying
+COPY_MIN_WORDS = 3  # nor one of fewer words
+COPY_RUN = 5  # words in a row of a demonstration's request that do
+_WORDS = re.compile(r"[^\W_]+")
 
 
 def copied_demo(
@@ -243,43 +252,63 @@ def copied_demo(
     *,
     own_text: str,
     handles: Collection[str],
-) -> str | None:
+) -> tuple[str, Demo] | None:
     """What an answer's argument ``values`` copy from the ``demos`` shown
-    with the request: a file of a demonstration, or a phrase of its request
-    or plan (:data:`COPY_MIN_CHARS` and three words or more), that the person's own words
-    (``own_text``: the request and chat log) and files do not have.  None:
-    nothing copied."""
-    own = _flat(own_text)
+    with the request, and the demonstration: a file of it that the
+    conversation does not hold, one of its plan's text arguments whole
+    (:data:`COPY_MIN_CHARS` and :data:`COPY_MIN_WORDS` or more), or
+    :data:`COPY_RUN` words in a row of its request, that the person's own
+    words (``own_text``: the request and chat log) do not have.  A short or
+    common phrase ("what is the total") is no proof.  None: nothing copied."""
+    own = own_text.casefold()
+    own_words = _words(own)
+    own_runs = _runs(own_words)
     held = {h.casefold() for h in handles}
     for demo in demos:
-        phrases = [_flat(demo.request)] + [
-            _flat(v)
+        phrases = [
+            _words(v)
             for task in demo.plan
             for v in task.get("args", {}).values()
-            if isinstance(v, str) and not v.startswith("<")
+            if isinstance(v, str) and _telling(v)
         ]
+        runs = _runs(_words(demo.request)) - own_runs
         names = [h.casefold() for h, _ in demo.files]
         for value in values:
-            flat = _flat(value)
+            flat = value.casefold()
             for name in names:
                 if _names_file(flat, name) and name not in held and not _names_file(own, name):
-                    return name
-            bare = flat.strip(" .,;:!?")
+                    return name, demo
+            words = _words(flat)
             for phrase in phrases:
-                if _telling(phrase) and phrase in flat and phrase not in own:
-                    return phrase
-                if _telling(bare) and bare in phrase and bare not in own:
-                    return bare
+                if _within(phrase, words) and not _within(phrase, own_words):
+                    return " ".join(phrase), demo
+            shared = sorted(_runs(words) & runs)
+            if shared:
+                return " ".join(shared[0]), demo
     return None
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.casefold().split())
+def _words(text: str) -> list[str]:
+    return _WORDS.findall(text.casefold())
+
+
+def _within(part: Sequence[str], words: Sequence[str]) -> bool:
+    n = len(part)
+    return any(list(words[i : i + n]) == list(part) for i in range(len(words) - n + 1))
+
+
+def _runs(words: Sequence[str]) -> set[tuple[str, ...]]:
+    """Every :data:`COPY_RUN` words in a row."""
+    return {tuple(words[i : i + COPY_RUN]) for i in range(len(words) - COPY_RUN + 1)}
 
 
 def _telling(phrase: str) -> bool:
-    """Long enough that finding it twice is no chance."""
-    return len(phrase) >= COPY_MIN_CHARS and len(phrase.split()) >= 3 and not phrase.startswith("<")
+    """Long enough that finding it twice is no chance (and not a reference)."""
+    return (
+        len(phrase) >= COPY_MIN_CHARS
+        and len(phrase.split()) >= COPY_MIN_WORDS
+        and not phrase.startswith("<")
+    )
 
 
 def _names_file(text: str, name: str) -> bool:

@@ -7,7 +7,8 @@
 demonstration (:func:`~core.plan_prompt.copied_demo`), repairs what has one
 reading (:func:`~core.plan_repair.repair_plan`), checks it against the
 deployment and the conversation (:func:`~core.planning.check_plan`), and
-re-asks once with what was wrong.  Every answer is kept as a
+re-asks once with what was wrong (without the demonstration it copied, if
+it copied one).  Every answer is kept as a
 :class:`PlanAttempt` with the plan read, the repairs and the error.
 
 Bounded by the server's speed: the completion cap fits the plan cap
@@ -61,6 +62,7 @@ class PlanAttempt:
     repairs: tuple[Repair, ...]
     error: str | None  # why it was refused (sent back on the re-ask); None: the plan
     cut: str | None = None  # "loop" | "cap": the answer did not end by itself
+    copied: str | None = None  # the request of the demonstration it copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,15 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
         if first.error is None:
             return result
         had_tasks = bool(first.plan) or names_tasks(first.answer)
+        if first.copied is not None:  # asked again without the demonstration it copied
+            kept = [d for d in demos if d.request != first.copied]
+            messages = build_planning_messages(
+                request_text=ask.request_text,
+                chat_log=ask.chat_log,
+                files=files,
+                runnable=ask.runnable,
+                demos=kept,
+            )
         again = reask_messages(
             messages, first.answer, first.error, empty_is_wrong=had_tasks or ask.needs_models
         )
@@ -259,12 +270,13 @@ def judge(answer: str, ask: PlanAsk, demos: Sequence[Demo] = ()) -> PlanAttempt:
     values = [v for d in drafts for v in d.args.values()]  # as written: before the repairs
     copied = copied_demo(values, demos, own_text=own_text, handles=list(ask.handles))
     if copied is not None:
+        phrase, demo = copied
         error = (
-            f"Your plan copies the example, not this request: {copied!r} is not in the "
+            f"Your plan copies an example, not this request: {phrase!r} is not in the "
             "user's request or files. Plan only what the last <request> asks, with its own "
             f"words and files. {RETRY_HINT}"
         )
-        return PlanAttempt(*done, error)
+        return PlanAttempt(*done, error, copied=demo.request)
     try:
         check_plan(plan, handles=ask.handles, runnable=ask.runnable, max_tasks=ask.max_tasks)
     except PlanError as e:

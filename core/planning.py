@@ -334,6 +334,12 @@ def check_plan(
         for modality in MEDIA:
             if modality in t.args:
                 _check_media(t, modality, by_id, handles, problems)
+        kind = handles.get(t.args.get(TEXT, "").strip())
+        if kind in MEDIA:
+            problems.append(
+                f"task {t.id} ({t.task}) takes text {t.args[TEXT].strip()!r}, which is {kind}, "
+                "not text: a text input takes words, a text file or <resource>-N"
+            )
     if problems:
         raise PlanError(join_problems(problems))
 

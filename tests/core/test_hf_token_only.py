@@ -98,7 +98,7 @@ def request_for(task: str) -> tuple[Request, dict[str, str]]:
             "visual-question-answering": "What colour is the square?",
             "document-question-answering": "What is the total?",
             "image-to-image": "make the square blue",
-        }.get(task, "a red fox in the snow")
+        }.get(task, "a red fox on a hill")  # not a demonstration's words (core.planner)
     return Request(KEY, "u1", f"please do {task}", tuple(files)), args
 
 

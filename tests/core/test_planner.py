@@ -108,16 +108,19 @@ async def test_an_answer_copying_a_demonstration_is_refused_as_copied(llm_fake: 
     )
     demos = demos_shown(ask.request_text, chat_log=(), files=[("example.wav", "audio")],
                         runnable=list(TASKS))  # fmt: skip
-    assert "Remove the background noise from memo.wav." in [d.request for d in demos]
+    (demo,) = [d for d in demos if d.request == "Remove the background noise from memo.wav."]
     copied = json.dumps([t("audio-to-audio", audio="memo.wav")])  # the demo's file
     llm_fake.reply("plan", copied, json.dumps([t("audio-to-audio", audio="example.wav")]))
     result = await make_plan(llm_fake.client(), ask, Usage())
     assert result.plan is not None and result.plan[0].args == {"audio": "example.wav"}
     first, _second = result.attempts
-    assert first.error is not None and "copies the example" in first.error
-    assert "'memo.wav'" in first.error
-    reask = llm_fake.calls("plan")[1]["messages"][-1]["content"]
-    assert "Your plan copies the example, not this request" in reask
+    assert first.error is not None and "copies an example" in first.error
+    assert "'memo.wav'" in first.error and first.copied == demo.request
+    asked, reasked = llm_fake.calls("plan")
+    assert "Your plan copies an example, not this request" in reasked["messages"][-1]["content"]
+    # asked again without the demonstration it copied
+    assert demo.request in json.dumps(asked["messages"])
+    assert demo.request not in json.dumps(reasked["messages"][:-2])
 
 
 def test_copied_words_are_found_and_the_persons_own_words_are_not() -> None:
@@ -232,3 +235,17 @@ async def test_the_guard_cuts_a_loop_but_not_the_persons_own_repetition() -> Non
     with pytest.raises(Looping, match="more than 5 tasks"):
         for i in range(20):
             await many.feed(json.dumps(t("image-classification", i, image=f"p{i}.png")) + ",")
+
+
+def test_a_short_or_common_phrase_is_no_proof_of_copying() -> None:
+    from core.plan_prompt import _demos, copied_demo
+
+    (invoice,) = [d for d in _demos() if "invoice.png" in d.request]
+    own = {"own_text": "how much do I owe on bill.png?", "handles": ["bill.png"]}
+    assert copied_demo(["What is the total?"], [invoice], **own) is None  # 4 words
+    found = copied_demo(["Tell me: What is the total amount?"], [invoice], **own)
+    assert found is not None and found[0] == "what is the total amount" and found[1] is invoice
+    assert copied_demo(["bill.png"], [invoice], **own) is None
+    assert copied_demo(["invoice.png"], [invoice], **own) == ("invoice.png", invoice)
+    mine = {"own_text": "What is the total amount on bill.png?", "handles": ["bill.png"]}
+    assert copied_demo(["What is the total amount?"], [invoice], **mine) is None

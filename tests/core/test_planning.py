@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from core import errors, prompts
+from core.plan_prompt import _demos
 from core.planning import (
     ANSWER_CHARS,
     CHAT_LOG_BUDGET,
@@ -27,7 +28,6 @@ from core.planning import (
     reask_messages,
     task_spec,
 )
-from core.plan_prompt import _demos
 from core.tasks import TASKS
 
 _CORPUS = Path(__file__).resolve().parents[1] / "data" / "plan_outputs.jsonl"
@@ -588,6 +588,10 @@ def test_check_accepts_a_good_graph() -> None:
         ),
         ([{"task": "summarization", "id": 0, "args": {"text": "  "}}], ["missing: text"]),
         ([{"task": "object-detection", "id": 0, "args": {}}], ["missing: image"]),
+        (
+            [{"task": "text-to-image", "id": 0, "args": {"text": "photo.png"}}],
+            ["takes text 'photo.png', which is image, not text"],
+        ),
     ],
 )
 def test_check_rejections(plan: list[dict[str, Any]], needles: list[str]) -> None:
@@ -675,7 +679,7 @@ def test_prompt_has_demos_as_pairs_then_the_request_with_files() -> None:
     assert roles[0] == "system" and roles[-1] == "user"
     assert roles[1:-1] == ["user", "assistant"] * ((len(roles) - 2) // 2)
     assert 1 <= (len(roles) - 2) // 2 <= DEMOS_SHOWN
-    demos = [json.loads(m["content"]) for m in messages[1:-1] if m["role"] == "assistant"]
+    demos = [json.loads(m["content"])["tasks"] for m in messages[1:-1] if m["role"] == "assistant"]
     for plan in demos:
         assert all(t["task"] in RUNNABLE for t in plan)  # no demo teaches a task we lack
         parse_plan(json.dumps(plan))
