@@ -51,6 +51,7 @@ from huggingface_hub import (
     hf_raise_for_status,
 )
 from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # documented
 from PIL import Image
 
 from core.catalog import ModelInfo
@@ -226,14 +227,16 @@ class RemoteExpert:
                     handler = _HANDLERS.get(task)
                     if handler is None:
                         raise TaskFailed(f"{task} cannot run on the task API", retryable=False)
-                    call = _Call(self._client(None), url, model.id, task, inputs, self._post)
+                    client = self._client(None)
+                    await client.open()  # the session and the headers, built off the loop
+                    call = _Call(client, url, model.id, task, inputs, self._post)
                     return await self._call(handler, call)
                 route = await self.directory.provider_for(task, model.id, model.provider)
                 await self.directory.warm(task, model.id, route)
                 handler = _PROVIDER_HANDLERS.get(task) or _HANDLERS[task]
-                call = _Call(
-                    self._client(route.provider), model.id, model.id, task, inputs, self._post
-                )
+                client = self._client(route.provider)
+                await client.open()
+                call = _Call(client, model.id, model.id, task, inputs, self._post)
                 log.debug("task %s on %s via %s", task, model.id, _where(route))
                 return await self._call(handler, call)
         except TaskFailed:
@@ -276,7 +279,7 @@ class RemoteExpert:
                     final=status == 402,  # the same account pays for every other candidate
                 ) from e
 
-    def _client(self, provider: str | None) -> AsyncInferenceClient:
+    def _client(self, provider: str | None) -> _InferenceClient:
         key = provider or ""
         client = self._clients.get(key)
         if client is None:
@@ -321,8 +324,15 @@ class RemoteExpert:
 def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
     """The SDK's session (built for its settings: hooks, redirects, timeout,
     headers, whatever factory the user set) and ours like it on aiohttp's
-    transport (core.http_client), refusing redirects to other servers.  CPU
-    work (each loads a TLS context), no I/O: run it in a thread."""
+    transport (core.http_client), refusing redirects to other servers.  Each
+    loads a TLS context: run it in a thread.
+
+    First, the Hub client's request headers, once: the first time a process
+    builds them, huggingface_hub looks up torch's version among the installed
+    packages and fetches the Hub's list of agent harnesses with a blocking GET
+    (up to 3 s; cached on disk for a day when it succeeds).  Built here, that
+    happens in this thread, not on the event loop in front of the first call."""
+    build_hf_headers()
     sdk_session = get_async_session()
     return sdk_session, same_host_redirects_only(like(sdk_session))
 
@@ -399,6 +409,10 @@ class _InferenceClient(AsyncInferenceClient):
             await asyncio.shield(opening)
         assert self._async_client is not None
         return same_host_redirects_only(self._async_client)
+
+    async def open(self) -> None:
+        """Have the session (built in a thread, with the Hub client's headers)."""
+        await self._get_async_client()
 
     async def stop_opening(self) -> None:
         """Stop building a session nobody waits for any more (closing)."""

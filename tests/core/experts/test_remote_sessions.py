@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import httpx2
 import pytest
+from aiohttp import web
 
 from core.catalog import ModelInfo
 from core.experts import remote
 from core.experts.remote import RemoteExpert
 from core.results import TaskInputs
 from tests.fakes.hf_fake import FakeHF
+from tests.fakes.loopback import serve
 
 MODEL = "acme/summarization-a"
 
@@ -81,3 +84,40 @@ async def test_closing_an_expert_with_a_session_still_being_built_ahead(
     await expert.aclose()  # no call was made: the session built ahead is closed or dropped
     assert len(built) <= 1
     assert hf_fake.calls == []
+
+
+async def test_the_hub_headers_first_look_up_happens_while_the_session_is_built_not_in_a_call(
+    hf_fake: FakeHF, built: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """huggingface_hub builds its first request headers with a blocking GET of
+    the Hub's agent-harness list (once per process): that GET must come from
+    the session's build in a worker thread, before any model call."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _detect_agent
+
+    seen: list[str] = []
+
+    async def harnesses(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.json_response({"standardEnvVars": [], "harnesses": {}})
+
+    app = web.Application()
+    app.router.add_get("/api/agent-harnesses", harnesses)
+    async with serve(app) as hub:
+        monkeypatch.setattr(constants, "ENDPOINT", hub)
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
+        monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "harnesses.json"))
+        monkeypatch.setattr(_detect_agent, "_registry", None)  # this process has not looked yet
+        hf_fake.serve(MODEL, "summarization")
+        expert = RemoteExpert(token="hf_test", base_url=hf_fake.base_url)
+        try:
+            expert.prepare()
+            session = await expert._sessions.take()  # the build started by prepare
+            assert seen == ["/api/agent-harnesses"]
+            assert hf_fake.calls == []
+            await session.aclose()
+            assert await summarise(expert, "a note")
+        finally:
+            await expert.aclose()
+    assert seen == ["/api/agent-harnesses"]  # once: the call found it done
+    assert all(thread != threading.get_ident() for thread in built)
