@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -97,6 +97,8 @@ log = logging.getLogger(__name__)
 PREVIEW_KIND = "plan-preview"  # a /plan preview, kept as a job that never runs
 # Of a message refused for its length, the characters stored (see _as_stored).
 REFUSED_KEPT_CHARS = 1_000
+# Seconds the planning call may take before every warm-up starts meanwhile.
+WARM_WHILE_PLANNING_AFTER = 0.1
 
 
 class Agent:
@@ -223,6 +225,22 @@ class Agent:
         people the bot is restarting and will finish them, and release them
         for the next process.  Returns how many."""
         return await self.jobs.interrupt()
+
+    @contextlib.contextmanager
+    def _warm_while_planning(self) -> Iterator[None]:
+        """A planner still thinking after :data:`WARM_WHILE_PLANNING_AFTER`
+        leaves this process idle: use it to load what any task's output may
+        need (core.warmup), which a plan known only later could not load in
+        time for a task of its first wave.  A planner that answers sooner
+        (a local server, a cache) costs nothing: the plan's own kinds load
+        when it is handed over."""
+        later = asyncio.get_running_loop().call_later(
+            WARM_WHILE_PLANNING_AFTER, self.executor.warmups.all
+        )
+        try:
+            yield
+        finally:
+            later.cancel()
 
     def warm_up(self) -> None:
         """For a process that will run many requests (``run``, ``serve``):
@@ -651,9 +669,10 @@ class Agent:
                 handles = turn.handles()
                 async with self._llm_stage(Stage.PLANNING, emit):
                     runnable = turn.settings.runnable if turn.settings else None
-                    plan = await self._plan(
-                        req, turn.history, handles, turn.usage, runnable, turn.plan_notes
-                    )
+                    with self._warm_while_planning():
+                        plan = await self._plan(
+                            req, turn.history, handles, turn.usage, runnable, turn.plan_notes
+                        )
                 st.note(tasks=len(plan))
             turn.timings["planning"] = st.seconds
 

@@ -8,6 +8,7 @@ The real warm-ups and the lazy imports are checked in a fresh interpreter
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from core import agent as agent_module
 from core.agent import Agent
 from core.catalog import ModelInfo
 from core.execution import Executor
@@ -25,7 +27,9 @@ from core.planning import PlannedTask
 from core.postprocess import draws
 from core.results import Blob, Box, TaskInputs, TaskResult
 from core.routing import ExpertRouter
+from core.types import ConversationKey, Request
 from core.warmup import DRAWING, PICTURES, SOUND, WARMERS, Warmups, needs
+from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.samples import sample_png
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,3 +174,26 @@ async def test_a_long_running_process_warms_every_kind_and_the_first_session_at_
             break
         await asyncio.sleep(0.01)
     assert len(built) == 1 and built[0] != threading.get_ident()
+
+
+@pytest.mark.parametrize(
+    ("after", "warmed"),
+    [
+        (0.0, sorted(WARMERS)),  # the planner takes longer: everything loads meanwhile
+        (3600.0, [PICTURES]),  # it answers first: only what its plan needs
+    ],
+)
+async def test_a_planner_still_thinking_leaves_time_to_warm_every_kind(
+    agent_env: AgentEnv, monkeypatch: pytest.MonkeyPatch, after: float, warmed: list[str]
+) -> None:
+    env = agent_env
+    asked: list[str] = []
+    env.agent.executor.warmups = Warmups({n: (lambda n=n: asked.append(n)) for n in WARMERS})
+    monkeypatch.setattr(agent_module, "WARM_WHILE_PLANNING_AFTER", after)
+    step = {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}
+    env.llm.reply("plan", json.dumps([step]))
+    key = ConversationKey("cli", "local", "warm", None)
+    reply = await env.agent.handle(Request(key, "u1", "draw a fox"))
+    assert not reply.error, reply.text
+    assert await asyncio.to_thread(env.agent.executor.warmups.wait, WARMERS, 30)
+    assert sorted(asked) == warmed
