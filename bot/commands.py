@@ -21,6 +21,7 @@ from bot.app import (
     router_from_settings,
     slack_config,
 )
+from bot.health import heartbeat
 from bot.lifecycle import Lifecycle
 from bot.settings import Settings
 from core.catalog import Catalog
@@ -116,7 +117,8 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
             # 👍/👎 under answers in Slack's AI-app chat, kept with their turn
             feedback = FeedbackStore(agent.repo.db)
             runners.append(run_slack(agent, slack_conf, feedback=feedback))
-        async with asyncio.TaskGroup() as tg:
+        # the container's health check (python -m bot.health) reads its heartbeat
+        async with heartbeat(settings.data_dir or Path(".")), asyncio.TaskGroup() as tg:
             for r in runners:
                 tg.create_task(r)
     return 0
