@@ -3,7 +3,7 @@
 # The bot as an image. `docker compose up` (compose.yaml) builds and runs it; alone:
 #
 #   docker build -t hugginggpt-bot .                                # remote inference
-#   docker build --build-arg LOCAL=1 -t hugginggpt-bot:local .      # + local models on the CPU
+#   docker build --build-arg LOCAL=1 -t hugginggpt-bot:local .      # + local models on the CPU (amd64)
 #   docker run --env-file .env -v hugginggpt-data:/data hugginggpt-bot
 #
 # Every dependency comes from a lock file with its hashes (requirements.txt, or
@@ -17,10 +17,9 @@ FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 
 # 1: also install the `local` extra (torch, transformers, diffusers) for INFERENCE_MODE=local/hybrid
 ARG LOCAL=0
-# The CPU build of torch, at the version pyproject.toml pins. PyPI's Linux wheel of
-# torch pulls several GB of CUDA libraries; the PyTorch CPU index has the same
-# version without them.
-ARG TORCH_VERSION=2.13.0
+# The CPU build of torch (requirements-torch.txt: the version pyproject.toml pins, by
+# hash). PyPI's Linux wheel of torch pulls several GB of CUDA libraries; the PyTorch
+# CPU index has the same version without them.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
 # A virtualenv without pip or setuptools: the image's own pip installs into it
@@ -32,12 +31,13 @@ ENV PIP_PYTHON=/opt/venv/bin/python \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 
-COPY requirements.txt requirements-local.txt ./
-# torch first (with LOCAL=1), then the lock with --no-deps: nothing unlocked comes in
-# (the local lock leaves torch out; it is already here).
+COPY requirements.txt requirements-local.txt requirements-torch.txt ./
+# torch first (with LOCAL=1), then the lock, both by hash and with --no-deps: nothing
+# unlocked comes in (the local lock leaves torch out and holds what torch needs).
 RUN set -eux; \
     if [ "$LOCAL" = "1" ]; then \
-        pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}"; \
+        pip install --require-hashes --no-deps --index-url "$TORCH_INDEX_URL" \
+            -r requirements-torch.txt; \
         lock=requirements-local.txt; \
     else \
         lock=requirements.txt; \

@@ -10,11 +10,13 @@ compose file against the Compose specification too.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tomllib
 from pathlib import Path
@@ -27,7 +29,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from sqlalchemy.engine import make_url
 
+from bot import health
 from bot.settings import Settings
+from core.store.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -124,6 +128,28 @@ def test_the_local_lock_holds_the_base_one_and_leaves_torch_to_the_cpu_index() -
     assert re.search(rf"^torch=={re.escape(torch_pin())} ; sys_platform == 'never'", text, re.M)
 
 
+# What torch 2.x's wheel requires (its METADATA's Requires-Dist without extras).
+TORCH_NEEDS = (
+    "filelock",
+    "typing-extensions",
+    "setuptools",
+    "sympy",
+    "networkx",
+    "jinja2",
+    "fsspec",
+)
+
+
+def test_the_torch_lock_pins_the_cpu_build_by_hash_and_the_local_lock_holds_what_it_needs() -> None:
+    torch = read_lock("requirements-torch.txt")
+    assert list(torch) == ["torch"]
+    req, hashes = torch["torch"]
+    assert pinned(req) == f"{torch_pin()}+cpu"  # pyproject's version, the CPU build
+    assert hashes, "pip --require-hashes would refuse it"
+    local = read_lock("requirements-local.txt")
+    assert [n for n in TORCH_NEEDS if n not in local] == []  # installed with --no-deps
+
+
 # --- the Dockerfile -----------------------------------------------------------
 
 
@@ -182,17 +208,21 @@ def test_dockerfile_installs_from_the_locks_and_cpu_torch_first_when_local() -> 
     build, _runtime = stages()
     args = args_of(build)
     assert args["LOCAL"] == "0"  # remote inference unless asked
-    assert args["TORCH_VERSION"] == torch_pin()
     assert args["TORCH_INDEX_URL"].endswith("/whl/cpu")
-    script = runs(build)
-    torch_at = script.index('"torch==${TORCH_VERSION}"')
-    assert '--index-url "$TORCH_INDEX_URL"' in script
+    script = " ".join(runs(build).split())
+    torch_at = script.index(
+        'pip install --require-hashes --no-deps --index-url "$TORCH_INDEX_URL" '
+        "-r requirements-torch.txt"
+    )  # by hash, as everything else
     assert script.index('if [ "$LOCAL" = "1" ]') < torch_at
     lock_at = script.index('pip install --require-hashes --no-deps -r "$lock"')
     assert torch_at < lock_at  # torch is there before the lock (which leaves it out)
     assert "lock=requirements-local.txt" in script and "lock=requirements.txt" in script
+    installs = re.findall(r"pip install (?:-\S+ )*\S+", script)
+    # every file by hash, but the bot itself (built from the source copied in)
+    assert [i for i in installs if "--require-hashes" not in i] == ["pip install --no-deps ."]
     copied = [v for c in build if c.cmd == "COPY" for v in c.value[:-1]]
-    assert {"requirements.txt", "requirements-local.txt"} <= set(copied)
+    assert {"requirements.txt", "requirements-local.txt", "requirements-torch.txt"} <= set(copied)
     assert "pip install --no-deps ." in script and "pip check" in script
 
 
@@ -270,9 +300,10 @@ def test_compose_runs_the_bot_and_replicas_on_one_postgresql() -> None:
         assert url.host == "postgres" and url.port == 5432
         assert (url.username, url.password, url.database) == (
             pg["environment"]["POSTGRES_USER"],
-            pg["environment"]["POSTGRES_PASSWORD"],
+            None,  # in PGPASSWORD: any character is safe there
             pg["environment"]["POSTGRES_DB"],
         )
+        assert s["environment"]["PGPASSWORD"] == pg["environment"]["POSTGRES_PASSWORD"]
         urls.add(str(url))
         # the media files on one volume, where DATA_DIR says
         (volume,) = s["volumes"]
@@ -291,7 +322,7 @@ def test_compose_variables_reach_the_build_and_the_replica_count() -> None:
     assert "deploy" not in bots["bot"]  # one bot: Discord shards must not be joined twice
     assert {s["build"]["args"]["LOCAL"] for s in bots.values()} == {"1"}
     assert c["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret"
-    assert make_url(bots["bot"]["environment"]["DATABASE_URL"]).password == "s3cret"
+    assert bots["bot"]["environment"]["PGPASSWORD"] == "s3cret"
     assert compose()["services"]["replica"]["deploy"]["replicas"] == "0"
 
 
@@ -302,8 +333,84 @@ def test_compose_sets_only_settings_the_bot_knows() -> None:
         else name.upper()
         for name, f in Settings.model_fields.items()
     }
+    keys.add("PGPASSWORD")  # the driver's own (asyncpg, as libpq), not a setting
     for name, s in bot_services(compose()).items():
         assert set(s["environment"]) <= keys, name
+
+
+def test_compose_checks_that_each_bot_process_serves() -> None:
+    for name, s in bot_services(compose()).items():
+        check = s["healthcheck"]
+        assert check["test"] == ["CMD", "python", "-m", "bot.health"], name
+        assert check["start_period"] and check["retries"] >= 1, name
+    # the module is in the package the image installs, `python` is the venv's
+    assert health.main is not None
+    assert "bot*" in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    _build, runtime = stages()
+    assert "PATH=/opt/venv/bin:$PATH" in " ".join(c.original for c in runtime if c.cmd == "ENV")
+    assert health.BEAT_EVERY * 3 <= health.STALE_AFTER  # a late beat is not a failure
+
+
+class FakePostgres:
+    """Just enough of PostgreSQL's wire protocol to ask for a password in clear
+    text and record what the client sends (then refuse it)."""
+
+    def __init__(self) -> None:
+        self.startups: list[dict[str, str]] = []
+        self.passwords: list[str] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (length,) = struct.unpack("!i", await reader.readexactly(4))
+                body = await reader.readexactly(length - 4)
+                if body[:4] == struct.pack("!i", 80877103):  # SSLRequest
+                    writer.write(b"N")
+                    continue
+                fields = body[4:].split(b"\0")
+                self.startups.append(
+                    {
+                        k.decode(): v.decode()
+                        for k, v in zip(fields[::2], fields[1::2], strict=False)
+                        if k
+                    }
+                )
+                writer.write(b"R" + struct.pack("!ii", 8, 3))  # AuthenticationCleartextPassword
+                await writer.drain()
+                assert await reader.readexactly(1) == b"p"
+                (length,) = struct.unpack("!i", await reader.readexactly(4))
+                self.passwords.append((await reader.readexactly(length - 4)).rstrip(b"\0").decode())
+                error = b"SFATAL\0C28P01\0Mpassword authentication failed\0\0"
+                writer.write(b"E" + struct.pack("!i", len(error) + 4) + error)
+                await writer.drain()
+                break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.mark.parametrize("password", ["bot", "p@ss/w:rd%40#?&=é 1", "%", "a@b"])
+async def test_the_postgres_password_reaches_the_driver_whatever_its_characters(
+    password: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compose's DATABASE_URL and PGPASSWORD, as the bot opens its database."""
+    env = bot_services(compose({"POSTGRES_PASSWORD": password}))["bot"]["environment"]
+    fake = FakePostgres()
+    server = await asyncio.start_server(fake.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    url = make_url(env["DATABASE_URL"]).set(host="127.0.0.1", port=port)
+    monkeypatch.setenv("PGPASSWORD", env["PGPASSWORD"])
+    try:
+        async with Database(url.render_as_string(hide_password=False)) as db:
+            with pytest.raises(Exception, match="password authentication failed"):
+                async with db.engine.connect():
+                    pass
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert fake.passwords and set(fake.passwords) == {password}
+    assert {(s["user"], s["database"]) for s in fake.startups} == {("bot", "bot")}
 
 
 def test_compose_config_accepts_the_file_where_docker_compose_exists(tmp_path: Path) -> None:
