@@ -332,7 +332,10 @@ def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
     packages and fetches the Hub's list of agent harnesses with a blocking GET
     (up to 3 s; cached on disk for a day when it succeeds).  Built here, that
     happens in this thread, not on the event loop in front of the first call."""
-    build_hf_headers()
+    try:
+        build_hf_headers()
+    except Exception:  # the call builds them again and says what is wrong
+        log.debug("building the Hub client's headers ahead failed", exc_info=True)
     sdk_session = get_async_session()
     return sdk_session, same_host_redirects_only(like(sdk_session))
 
