@@ -2,7 +2,7 @@
 
     python -m benchmarks [--quick] [--json out.json] [--only makespan,cpu,…]
                          [--pg postgresql+asyncpg://postgres@127.0.0.1:5432/test | none]
-                         [--profile cpu-profile.txt] [--workers N]
+                         [--profile cpu-profile.txt] [--workers N] [--user-path]
 
 The LLM fake and the model fake run in a process of their own
 (``benchmarks.fakes_server``) and the bot is pointed at them by URL, so the
@@ -44,6 +44,15 @@ What each figure is:
    same image asked again, by its handle and re-uploaded under another name;
    model calls each repeat made (target 0), and the result cache's hit rate
    over the whole scenario.
+
+userpath – figures 1 and 2 on the user's path (``benchmarks.user_path``):
+each request the first of a fresh process – ``python -m bot ask … --json
+--file photo.png`` without a worker, and a freshly started ``run slack`` /
+``run discord`` against the Slack and Discord fakes (their second request
+too, warm) – with the largest gap between a model call's end and the next
+call's start; printed in sections 1 and 2 and, after the table, side by side
+with the warm figures.  ``--user-path`` runs only what that comparison needs
+(makespan, latency, userpath, cli).
 """
 
 from __future__ import annotations
