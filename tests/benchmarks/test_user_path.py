@@ -1,0 +1,66 @@
+"""The user's-path benchmark's own arithmetic: the makespan and the hop gaps it
+reads from the model fake's call times, and the side-by-side table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.harness import SHAPE_BY_NAME
+from benchmarks.user_path import Sample, hop_gaps, side_by_side, span
+
+
+def call(start: float, end: float) -> dict[str, Any]:
+    return {"t_start": start, "t_end": end, "model": "m"}
+
+
+def test_a_chain_with_a_late_third_call_shows_that_gap_and_no_other() -> None:
+    calls = [call(10.0, 10.2), call(10.205, 10.405), call(10.51, 10.71)]
+    assert span(calls) == 10.71 - 10.0
+    gaps = hop_gaps(calls)
+    assert [round(g, 3) for g in gaps] == [0.005, 0.105]
+    sample = Sample(calls=calls)
+    assert round(sample.max_gap(), 3) == 0.105
+    ratio = sample.makespan_ratio(SHAPE_BY_NAME["chain 3"])
+    assert ratio is not None and round(ratio, 3) == round(0.71 / 0.6, 3)
+
+
+def test_a_wave_that_starts_together_has_no_hop_and_the_next_wave_is_read_from_its_last_end() -> (
+    None
+):
+    first_wave = [call(5.0, 5.2), call(5.001, 5.25)]
+    second = call(5.30, 5.5)  # after the slower of the two
+    assert hop_gaps([*first_wave, second]) == [5.30 - 5.25]
+    assert hop_gaps(first_wave) == []
+    assert hop_gaps([]) == [] and span([]) is None
+
+
+def test_the_side_by_side_table_puts_each_path_under_its_shape() -> None:
+    warm = {
+        "makespan": {"details": {"makespan": {"single": {"ratios": [1.01, 1.02, 1.03]}}}},
+        "latency": {"details": {"selection_latency": {"single": {"walls": [1.32], "ideal": 1.2}}}},
+    }
+    user = {
+        "userpath": {
+            "details": {
+                "user_path": {
+                    "reps": 3,
+                    "load": [2.5, 2.0, 1.0],
+                    "ask": {
+                        "makespan": {"single": {"makespan_ratios": [1.0], "max_hop_gaps": [0.0]}},
+                        "agent": {"single": {"agent_ratios": [1.5], "second_ratios": []}},
+                    },
+                    "run slack": {
+                        "agent": {"single": {"agent_ratios": [1.4], "second_ratios": [1.2]}}
+                    },
+                }
+            }
+        }
+    }
+    text = side_by_side({**warm, **user})
+    lines = text.splitlines()
+    assert "medians of 3; load 2.5" in lines[0]
+    row = next(line for line in lines if line.startswith("makespan ÷ cp"))
+    assert row.split()[-7] == "1.02"  # the warm median under "single"
+    assert any("ask (1st request)" in line and "1.50" in line for line in lines)
+    assert any("run slack (2nd, warm)" in line and "1.20" in line for line in lines)
+    assert not any("run discord" in line for line in lines)  # not measured: no row
