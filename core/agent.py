@@ -145,6 +145,7 @@ class Agent:
             lease=self.config.job_lease_seconds,
             poll=self.config.job_poll_seconds,
         )
+        self._llm_asked: asyncio.Task[int | None] | None = None  # see _ask_llm_ahead
         # One turn at a time per conversation, so handles and history stay ordered.
         self._locks: weakref.WeakValueDictionary[ConversationKey, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -245,10 +246,29 @@ class Agent:
     def warm_up(self) -> None:
         """For a process that will run many requests (``run``, ``serve``):
         start loading, in the background, what any task's output needs
-        (:mod:`core.warmup`) and building the first hosted call's session,
-        so its first requests do not wait for them.  Returns at once."""
+        (:mod:`core.warmup`), building the first hosted call's session and
+        asking the LLM server its context size, so its first requests do not
+        wait for them.  Returns at once."""
         self.executor.warmups.all()
         self.executor.prepare()
+        self._ask_llm_ahead()
+
+    def _ask_llm_ahead(self) -> None:
+        """Ask the LLM server how large its context is (a local server: one or
+        two GETs, once) in the background, while the request's files and
+        history load, not in front of the first planning call, which waits
+        for this one instead of asking again."""
+        if self._llm_asked is None:
+            self._llm_asked = asyncio.get_running_loop().create_task(
+                self._llm_context(), name="llm-context-window"
+            )
+
+    async def _llm_context(self) -> int | None:
+        try:
+            return await self.llm.context_window()
+        except Exception:  # best effort, as the probe itself: planning goes on without it
+            log.debug("asking the LLM server its context size ahead failed", exc_info=True)
+            return None
 
     async def aclose(self) -> None:
         """Release every job this process holds (the composition root calls it)."""
@@ -635,6 +655,7 @@ class Agent:
         req = turn.request
         cp = saved.cp
         self.executor.prepare()  # a first hosted call's session, built while we plan
+        self._ask_llm_ahead()
         resumed = cp.started
         await emit(StageStarted(Stage.PLANNING, resumed=resumed))
         turn.history = await self.repo.load_history(

@@ -197,3 +197,23 @@ async def test_a_planner_still_thinking_leaves_time_to_warm_every_kind(
     assert not reply.error, reply.text
     assert await asyncio.to_thread(env.agent.executor.warmups.wait, WARMERS, 30)
     assert sorted(asked) == warmed
+
+
+async def test_warming_up_asks_the_llm_server_its_context_size_before_any_request(
+    agent_env: AgentEnv,
+) -> None:
+    env = agent_env
+    env.agent.executor.warmups = Warmups({})  # nothing to load here
+    env.agent.warm_up()
+    for _ in range(500):  # the GETs go out from a background task
+        if env.llm.gets:
+            break
+        await asyncio.sleep(0.01)
+    assert env.llm.gets and env.llm.requests == []  # asked, and no chat call was made
+    asked = len(env.llm.gets)
+    step = {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}
+    env.llm.reply("plan", json.dumps([step]))
+    key = ConversationKey("cli", "local", "probe", None)
+    reply = await env.agent.handle(Request(key, "u1", "draw a fox"))
+    assert not reply.error, reply.text
+    assert len(env.llm.gets) == asked  # the request did not ask again
