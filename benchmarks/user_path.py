@@ -329,7 +329,10 @@ async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag
                 proc, fake.wait_for("POST", rf"^/webhooks/{APP_ID}/{token}$", within=90)
             )
             sample = Sample(took=posts[0].at - t0, calls=await fakes.hf_calls(since))
-            payload = fake.interaction("ask", {"prompt": shape.text})  # again, warm
+            # Again, warm, in another channel (another conversation: no history, no reuse).
+            payload = fake.interaction(
+                "ask", {"prompt": shape.text}, channel=fake.text_channel(fake.next_id())
+            )
             t0 = time.monotonic()
             await fake.dispatch("INTERACTION_CREATE", payload)
             token = payload["token"]
