@@ -15,7 +15,8 @@ steps to the next when a server refuses one (and remembers it):
     ``args`` exactly those inputs.  A media input is an ``enum`` of the
     conversation's files of that kind and ``<resource>-0`` … ``<resource>-N``;
     a text input a string with ``maxLength`` (a looping model cannot write
-    forever); ids and deps integers.  An optional input
+    forever); ids and deps integers, ``dep`` at most the plan cap long.  An
+    optional input
     (image-to-image's text) may be left out.
 ``strict``
     What OpenAI's strict mode documents: the same without ``const`` (a
@@ -104,8 +105,12 @@ def _root(items: Mapping[str, Any], max_tasks: int, defs: Mapping[str, Any]) -> 
     return root
 
 
-def _task_object(name: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
-    dep = {"type": "array", "items": {"type": "integer"}}
+def _task_object(
+    name: Mapping[str, Any], args: Mapping[str, Any], max_tasks: int
+) -> dict[str, Any]:
+    # a task depends on at most every other one: a model counting 1, 2, 3…
+    # in its dep (SmolLM2 does) stops there
+    dep = {"type": "array", "items": {"type": "integer"}, "maxItems": max(max_tasks, 0)}
     return {
         "type": "object",
         "properties": {
@@ -154,7 +159,7 @@ def _variants(
             "required": required,
             "additionalProperties": False,
         }
-        variants.append(_task_object(task, args))
+        variants.append(_task_object(task, args, max_tasks))
     items: dict[str, Any] = {"anyOf": variants} if variants else {"type": "object"}
     return _root(items, max_tasks if variants else 0, defs)
 
@@ -181,5 +186,5 @@ def _plain(offered: Sequence[str], max_tasks: int) -> dict[str, Any]:
         "properties": {m: {"type": "string"} for m in inputs},
         "additionalProperties": False,
     }
-    task = _task_object({"type": "string", "enum": list(offered)}, args)
+    task = _task_object({"type": "string", "enum": list(offered)}, args, max_tasks)
     return _root(task, max_tasks, {})

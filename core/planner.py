@@ -21,6 +21,7 @@ the setting to change.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -50,6 +51,10 @@ CHECK_EVERY = 64
 MAX_PERIOD = 200
 LOOP_SPAN = 600
 LOOP_REPEATS = 4
+# The same with every number read as 0 (a model counting "id": 1, 2, 3… in
+# a loop), over twice the span: ten tasks alike but for a number are a plan.
+COUNTING_SPAN = 1200
+_DIGITS = re.compile(r"\d+")
 STRONGER = "set LLM_MODEL to a stronger model"
 
 
@@ -105,8 +110,9 @@ class Looping(Exception):
 
 class LoopGuard:
     """Reads a streamed answer and raises :class:`Looping` once its tail
-    repeats one piece over and over (not a piece the person's own words
-    repeat), or it names more than ``max_tasks`` + 2 tasks."""
+    repeats one piece over and over (also when only its numbers change:
+    ``"id": 7``, ``"id": 8``…; not a piece the person's own words repeat),
+    or it names more than ``max_tasks`` + 2 tasks."""
 
     def __init__(self, max_tasks: int, own_text: str = "") -> None:
         self.max_tasks = max_tasks
@@ -127,7 +133,7 @@ class LoopGuard:
             return
         self._checked = self.size
         text = self.text
-        unit = repeating_tail(text)
+        unit = repeating_tail(text) or repeating_tail(_DIGITS.sub("0", text), COUNTING_SPAN)
         if unit is not None and unit * 2 not in self.own_text:
             self.repeated = unit
             raise Looping(f"the answer repeats {short(unit, 40)}")
@@ -136,12 +142,12 @@ class LoopGuard:
             raise Looping(f"the answer names more than {self.max_tasks + 2} tasks")
 
 
-def repeating_tail(text: str) -> str | None:
+def repeating_tail(text: str, min_span: int = LOOP_SPAN) -> str | None:
     """The piece ``text`` ends by repeating, if it repeats one piece of up to
-    :data:`MAX_PERIOD` characters over :data:`LOOP_SPAN` characters and at
-    least :data:`LOOP_REPEATS` times."""
+    :data:`MAX_PERIOD` characters over ``min_span`` characters and at least
+    :data:`LOOP_REPEATS` times."""
     for period in range(1, MAX_PERIOD + 1):
-        span = max(LOOP_SPAN, period * (LOOP_REPEATS - 1))
+        span = max(min_span, period * (LOOP_REPEATS - 1))
         if span + period > len(text):
             return None
         if text[-span:] == text[-span - period : -period]:

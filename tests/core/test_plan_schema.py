@@ -69,8 +69,9 @@ def test_a_good_plan_fits_every_form_and_parses(form: dict[str, Any]) -> None:
         (plan(t("summarization", text="x" * 51)), "anyOf"),
         (plan(*[t("summarization", i, text="x") for i in range(4)]), "more than 3 items"),
         (plan({**t("summarization", text="x"), "id": "0"}), "anyOf"),
+        (plan(t("summarization", 0, [1, 2, 3, 4], text="x")), "anyOf"),  # SmolLM2 counts
     ],
-    ids=["unknown", "foreign-input", "no-such-file", "wrong-kind", "ref", "long", "many", "id"],
+    ids=["unknown", "foreign", "no-such-file", "wrong-kind", "ref", "long", "many", "id", "deps"],
 )
 def test_the_full_form_refuses_what_the_plan_cannot_be(answer: dict[str, Any], why: str) -> None:
     bad = violation(answer, FULL)

@@ -249,3 +249,16 @@ def test_a_short_or_common_phrase_is_no_proof_of_copying() -> None:
     assert copied_demo(["invoice.png"], [invoice], **own) == ("invoice.png", invoice)
     mine = {"own_text": "What is the total amount on bill.png?", "handles": ["bill.png"]}
     assert copied_demo(["What is the total amount?"], [invoice], **mine) is None
+
+
+async def test_a_model_counting_in_a_loop_is_cut_but_a_plan_of_alike_tasks_is_not() -> None:
+    counting = LoopGuard(10)
+    with pytest.raises(Looping):
+        for i in range(300):  # SmolLM2: {"name":"Washington","id":N,"dep":[ nested forever
+            await counting.feed(f'{{"name":"Washington","id":{i},"dep":[')
+    assert 1200 <= counting.size < 1400
+    alike = LoopGuard(10)
+    tasks = [t("image-classification", i, image=f"photo-{i}.png") for i in range(10)]
+    for piece in json.dumps({"tasks": tasks}):
+        await alike.feed(piece)
+    assert alike.repeated is None
