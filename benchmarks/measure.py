@@ -432,21 +432,25 @@ async def m_cpu(ctx: Ctx) -> Result:
 
 
 async def _profile(agent: Any, fakes: Fakes, path: str, n: int) -> None:
-    """The same loop again under pyinstrument (after the measured one), to a text file."""
+    """The job-queue loop again under pyinstrument (after the measured ones),
+    to a text file (and .html); the direct loop's profile beside it
+    (``….direct.txt``)."""
     try:
         from pyinstrument import Profiler
     except ImportError:
         say("profile: pyinstrument is not installed; skipped")
         return
-    profiler = Profiler(interval=0.0005, async_mode="disabled")
-    profiler.start()
-    await _cpu_loop(agent, fakes, "prof", n, warm=0)
-    profiler.stop()
-    Path(path).write_text(
-        profiler.output_text(unicode=True, color=False, show_all=False), encoding="utf-8"
-    )
-    Path(path).with_suffix(".html").write_text(profiler.output_html(), encoding="utf-8")
-    say(f"profile of {n} requests written to {path}")
+    for where, adapter in (("direct", None), ("job queue", BenchAdapter(agent))):
+        profiler = Profiler(interval=0.0005, async_mode="disabled")
+        profiler.start()
+        await _cpu_loop(agent, fakes, f"prof{where[0]}", n, warm=0, adapter=adapter)
+        profiler.stop()
+        out = Path(path) if adapter is not None else Path(path).with_suffix(".direct.txt")
+        out.write_text(
+            profiler.output_text(unicode=True, color=False, show_all=False), encoding="utf-8"
+        )
+        out.with_suffix(".html").write_text(profiler.output_html(), encoding="utf-8")
+        say(f"profile of {n} requests ({where}) written to {out}")
 
 
 class _store:

@@ -9,6 +9,7 @@ table, so adding a task is one row here plus an expert that can run it.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -244,8 +245,11 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
 def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).casefold()
+    return _SEPARATORS.sub("", name).casefold()
 
 
 _BY_ALIAS: dict[str, str] = {}
@@ -255,6 +259,7 @@ for _spec in TASKS.values():
         _BY_ALIAS[_norm(_alias)] = _spec.name
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every task of the table, every request
 def canonical_task(name: str) -> str | None:
     """The canonical task name for a name or alias (case, spaces, ``_`` and
     ``-`` ignored), or None when it names no task we know."""
