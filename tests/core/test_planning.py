@@ -467,12 +467,13 @@ def test_names_of_a_task_in_args_or_prose_are_not_tasks() -> None:
 
 
 def test_deeply_nested_json_is_refused_quickly() -> None:
-    started = time.monotonic()
+    # CPU time of this process, not wall-clock: other work on the machine does not count.
+    started = time.process_time()
     with pytest.raises(PlanError):
         parse_plan("[" * 50_000 + "]" * 50_000)
     with pytest.raises(PlanError):
         parse_plan('{"a":' * 10_000 + "1" + "}" * 10_000)
-    assert time.monotonic() - started < 2
+    assert time.process_time() - started < 2
 
 
 def test_huge_input_is_refused() -> None:
@@ -506,10 +507,10 @@ def test_huge_input_is_refused() -> None:
     ],
 )
 def test_junk_fails_fast(junk: str) -> None:
-    started = time.monotonic()
+    started = time.process_time()  # this process's CPU time: load elsewhere does not count
     with pytest.raises(PlanError):
         parse_plan(junk)
-    assert time.monotonic() - started < 3
+    assert time.process_time() - started < 3
 
 
 def test_a_thousand_tasks_parse() -> None:
