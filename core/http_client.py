@@ -15,18 +15,37 @@ hung up), so a dead endpoint would read "did not answer within 0 s" and a
 reset connection would not be retried (core.llm retries connection errors,
 never timeouts).  :class:`_Errors` maps them again from aiohttp's own
 exception, as httpcore would have raised them, on the request and while
-the body streams.  Every session is built by :func:`async_client`.
+the body streams.
+
+A second: aiohttp hands out a pooled connection again while its socket
+says the server has hung up, as long as the event loop has not yet read
+that hang-up.  llama-server closes the connection right after every
+streamed answer (its chunked answer ends ``0\r\n\r\n``, says
+``Keep-Alive``, and the FIN follows at once), and the next request, sent
+in the same turn of the loop, was written onto that socket and failed
+("Can not write request body"): one retry after every streamed call.
+:class:`_Connector` applies httpcore's rule (an idle connection whose
+socket is readable is closed, not reused).  Every session is built by
+:func:`async_client`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import select
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import httpx2
 import openai
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
+from openai._vendor.httpx_aiohttp import AiohttpTransport
 
 # aiohttp's exception → what httpcore raises for the same failure; the first
 # that matches (most specific first).
@@ -87,11 +106,72 @@ class _Errors(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def _hung_up(connection: Connection) -> bool:
+    """Whether an idle connection's socket has something to read: with no
+    request outstanding that can only be the server's hang-up (or bytes no
+    request asked for); either way it cannot carry another request."""
+    transport = connection.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.fileno() < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([sock], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    return bool(poll.poll(0))
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector, but a pooled connection the server has already
+    closed is closed instead of handed out again (see the module docstring):
+    aiohttp only notices a hang-up once the event loop has read it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._used: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+
+    async def connect(
+        self,
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's signature)
+    ) -> Connection:
+        while True:
+            connection = await super().connect(req, traces, timeout)
+            protocol = connection.protocol
+            if protocol is None or protocol not in self._used:  # a new connection
+                if protocol is not None:
+                    self._used.add(protocol)
+                return connection
+            if not _hung_up(connection):
+                return connection
+            connection.close()  # then the next pooled one, or a new one
+
+
+def _session(transport: AiohttpTransport) -> aiohttp.ClientSession:
+    """The session the vendored transport would build itself
+    (``AiohttpTransport.get_client``), on :class:`_Connector`."""
+    limits = transport.limits
+    limit = {} if limits.max_connections is None else {"limit": limits.max_connections}
+    local = (transport.local_address, 0) if transport.local_address else None
+    connector = _Connector(
+        keepalive_timeout=limits.keepalive_expiry,
+        ssl=transport.ssl_context,
+        local_addr=local,
+        **limit,
+    )
+    return aiohttp.ClientSession(connector=connector)
+
+
 def async_client(**kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` on aiohttp's transport, with the openai SDK's
     defaults (timeout, connection limits, redirects) unless ``kwargs`` says
     otherwise."""
     client: httpx2.AsyncClient = openai.DefaultAioHttpClient(**kwargs)
+    for transport in (client._transport, *client._mounts.values()):
+        if isinstance(transport, AiohttpTransport) and transport.client is None:
+            # built on its first request, inside the event loop, as its own is
+            transport.client = functools.partial(_session, transport)
     client._transport = _Errors(client._transport)
     return client
 

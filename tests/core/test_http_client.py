@@ -6,9 +6,11 @@ loopback servers that misbehave in one way each."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx2
+import openai
 import pytest
 
 from core.http_client import async_client
@@ -49,6 +51,63 @@ async def _ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Non
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
     await writer.drain()
     writer.close()
+
+
+_CHUNK = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+_COMPLETION = {
+    "id": "c",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+}
+
+
+class _LlamaServer:
+    """Answers chat completions the way llama-server (cpp-httplib) does: a
+    plain answer keeps the connection open; a streamed one is chunked SSE
+    ending ``data: [DONE]``, says ``Keep-Alive`` like the other, and then the
+    server hangs up (its content provider returns false after ``done()``,
+    which cpp-httplib takes for a cancelled write).  The FIN is sent at once,
+    as the server does, before the client has read the answer."""
+
+    def __init__(self) -> None:
+        self.requests: list[bool] = []  # stream? per request read
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                stream = bool(json.loads(await reader.readexactly(length)).get("stream"))
+                self.requests.append(stream)
+                if not stream:
+                    body = json.dumps(_COMPLETION).encode()
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"keep-alive: timeout=5, max=100\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                    )
+                    await writer.drain()
+                    continue
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\nkeep-alive: timeout=5, max=100\r\n\r\n"
+                )
+                for event in (f"data: {json.dumps(_CHUNK)}\n\n", "data: [DONE]\n\n"):
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event.encode()))
+                writer.write(b"0\r\n\r\n")
+                writer.write_eof()  # the FIN goes out with the last bytes
+                break
+        except asyncio.IncompleteReadError:
+            pass  # the client hung up
+        writer.close()
 
 
 @pytest.fixture
@@ -93,3 +152,49 @@ async def test_a_good_answer_reads_through(client: httpx2.AsyncClient) -> None:
     async for url in _serve(_ok):
         response = await client.get(url)
         assert (response.status_code, response.text) == (200, "hello")
+
+
+async def test_a_connection_the_server_closed_after_a_stream_is_not_reused(
+    client: httpx2.AsyncClient,
+) -> None:
+    server = _LlamaServer()
+    async for url in _serve(server):
+        async with client.stream("POST", url, json={"stream": True}) as streamed:
+            await streamed.aread()
+        plain = await client.post(url, json={"stream": False})
+        assert plain.status_code == 200
+        assert server.requests == [True, False]
+
+
+async def test_the_sdk_sends_each_call_once_around_a_stream() -> None:
+    """stream → plain → stream through the openai SDK: three requests, no
+    retry (the pooled connection the server closed used to cost one)."""
+    server = _LlamaServer()
+    sent: list[httpx2.Request] = []
+
+    async def count(request: httpx2.Request) -> None:
+        sent.append(request)
+
+    async for url in _serve(server):
+        llm = openai.AsyncOpenAI(
+            base_url=url,
+            api_key="x",
+            max_retries=2,
+            http_client=async_client(event_hooks={"request": [count]}),
+        )
+        async with llm:
+            messages: list[openai.types.chat.ChatCompletionMessageParam] = [
+                {"role": "user", "content": "hi"}
+            ]
+            for stream in (True, False, True):
+                if stream:
+                    chunks = await llm.chat.completions.create(
+                        model="m", messages=messages, stream=True
+                    )
+                    async with chunks:
+                        texts = [c.choices[0].delta.content async for c in chunks]
+                    assert texts == ["hi"]
+                else:
+                    answer = await llm.chat.completions.create(model="m", messages=messages)
+                    assert answer.choices[0].message.content == "hi"
+        assert (len(sent), server.requests) == (3, [True, False, True])
