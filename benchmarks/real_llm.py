@@ -94,6 +94,14 @@ DEFINITIONS = {
 # ------------------------------------------------------------------ helpers
 
 
+class Interrupted(Exception):
+    """SIGTERM (or Ctrl-C): stop the children, report what was measured so far."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Interrupted(f"signal {signum}")
+
+
 def log(msg: str) -> None:
     print(f"[real_llm {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -245,6 +253,12 @@ class LlamaServer:
             "model_path": self.props.get("model_path"),
         }
 
+    def cancelled(self) -> int | None:
+        """Generations the server cancelled because the client went away (a timeout)."""
+        if not self.log_path.is_file():
+            return None
+        return self.log_path.read_text(errors="replace").count("cancel task")
+
     def speed(self) -> dict[str, Any] | None:
         """Tokens per second the server reported (its log; None: not started here)."""
         if self.proc is None and not self.log_path.is_file():
@@ -395,6 +409,12 @@ class EvalRun:
     table: str = ""
     report: str = ""
     error: str | None = None
+    interrupted: bool = False
+    done: int | None = None  # requests finished (from its progress lines)
+    server_cancelled: int | None = None  # generations the server saw the client give up
+
+
+EVAL_PROGRESS = re.compile(r"(\d+)/(\d+)[^\n\r]*?valid (\d+)/(\d+)")
 
 
 def _dig(data: Any, *path: str) -> Any:
@@ -442,29 +462,44 @@ def run_eval(
     log(f"eval plans: the first {n} requests of {dev} (stopped after {budget:g} s at most)")
     run = EvalRun(requests=n, report=str(report))
     server.wait_idle()
+    cancelled = server.cancelled()
     t0 = time.perf_counter()
-    with (workdir / "eval-stderr.log").open("w") as err:
+    err_path = workdir / "eval-stderr.log"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=err, text=True, start_new_session=True,
+        )  # fmt: skip
         try:
-            p = subprocess.run(
-                cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=err, text=True,
-                timeout=budget, start_new_session=True,
-            )  # fmt: skip
-            run.exit_code, run.table = p.returncode, p.stdout
-        except subprocess.TimeoutExpired as e:
+            run.table, _ = proc.communicate(timeout=budget)
+        except subprocess.TimeoutExpired:
             run.error = f"eval plans still running after {budget:g} s; stopped"
-            run.table = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            stop_process(proc)
+        except (Interrupted, KeyboardInterrupt):
+            run.interrupted = True
+            stop_process(proc)
+        run.exit_code = proc.returncode
     run.wall = time.perf_counter() - t0
+    after = server.cancelled()
+    if cancelled is not None and after is not None:
+        run.server_cancelled = after - cancelled
+    progress = EVAL_PROGRESS.findall(err_path.read_text(errors="replace"))
+    if progress:
+        run.done, run.valid = int(progress[-1][0]), int(progress[-1][2])
     if not report.is_file():
-        lines = (workdir / "eval-stderr.log").read_text(errors="replace").strip().splitlines()
-        last = lines[-1].split("\r")[-1][:300] if lines else ""
-        run.error = run.error or f"eval plans wrote no report (exit {run.exit_code}): {last}"
+        if run.interrupted:
+            run.error = f"interrupted after {run.done} of {n} requests: no report, no F1"
+        else:
+            lines = err_path.read_text(errors="replace").strip().splitlines()
+            last = lines[-1].split("\r")[-1][:300] if lines else ""
+            run.error = run.error or f"eval plans wrote no report (exit {run.exit_code}): {last}"
         log(run.error)
         return run
     data = json.loads(report.read_text(encoding="utf-8"))
     planning = _dig(data, "planning", "all") or {}
     counts = planning.get("counts") or {}
     rows = data.get("requests") or []
-    run.requests = planning.get("requests") or len(rows) or n
+    run.requests = run.done = planning.get("requests") or len(rows) or n
     run.valid = counts.get("valid")
     run.valid_rate = planning.get("valid_rate")
     run.seconds_per_plan = planning.get("mean_latency_s")
@@ -595,6 +630,9 @@ def run_ask(
             run.hung = True
             stop_process(proc, grace=5)
             out = ""
+        except (Interrupted, KeyboardInterrupt):
+            stop_process(proc, grace=5)
+            raise
     run.wall = time.perf_counter() - t0
     run.exit_code = proc.returncode
     stderr = err_path.read_text(errors="replace")
@@ -635,8 +673,10 @@ def run_ask(
 
 
 def run_asks(
-    args: argparse.Namespace, server: LlamaServer, hf: HFService, workdir: Path
-) -> list[AskRun]:
+    args: argparse.Namespace, server: LlamaServer, hf: HFService, workdir: Path,
+    runs: list[AskRun],
+) -> bool:  # fmt: skip
+    """Run the requests into ``runs``; False when interrupted before the last."""
     path = data_path(args.requests, "requests")
     items = []
     with path.open(encoding="utf-8") as f:
@@ -646,9 +686,12 @@ def run_asks(
             if len(items) >= args.ask_limit:
                 break
     log(f"ask: the first {len(items)} requests of {path}, one at a time")
-    runs = []
     for i, item in enumerate(items):
-        run = run_ask(i, item, args, server, hf, workdir)
+        try:
+            run = run_ask(i, item, args, server, hf, workdir)
+        except (Interrupted, KeyboardInterrupt):
+            log(f"ask interrupted during request {i + 1} of {len(items)}")
+            return False
         runs.append(run)
         tasks = ",".join(f"{t['task']}:{t['status']}" for t in run.tasks) or "-"
         log(
@@ -657,7 +700,7 @@ def run_asks(
             + (f", files unused {run.files_unused}" if run.files_unused else "")
             + (f", foreign {run.foreign_files}" if run.foreign_files else "")
         )
-    return runs
+    return True
 
 
 # ------------------------------------------------------------------- table
@@ -668,7 +711,7 @@ def _at_least(share: float, n: int) -> int:
 
 
 def table_rows(
-    args: argparse.Namespace, ev: EvalRun | None, asks: list[AskRun] | None
+    ev: EvalRun | None, asks: list[AskRun] | None, meta: dict[str, Any]
 ) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     if asks is not None:
@@ -699,13 +742,27 @@ def table_rows(
                 f"{hangs} / {invented} / {answered_slow}",
                 "0 / 0 / 0",
             ),
-            ("same: LLM timeouts", str(sum(a.llm_timeout for a in asks)), ""),
+            (
+                "same: LLM timeouts (the bot said so / the server saw the client leave)",
+                f"{sum(a.llm_timeout for a in asks)} / {_or_dash(meta.get('ask_server_cancelled'))}",
+                "",
+            ),
             ("same: how they ended", ", ".join(f"{k} {v}" for k, v in statuses.most_common()), ""),
         ]
     if ev is not None:
         n = ev.requests
-        valid = "—" if ev.valid_rate is None else f"{100 * ev.valid_rate:.1f} % ({ev.valid} / {n})"
-        spp = "—" if ev.seconds_per_plan is None else f"{ev.seconds_per_plan:.1f} s"
+        if ev.valid_rate is not None:
+            valid = f"{100 * ev.valid_rate:.1f} % ({ev.valid} / {n})"
+        elif ev.done and ev.valid is not None:  # interrupted: its progress lines
+            valid = f"{100 * ev.valid / ev.done:.1f} % ({ev.valid} / {ev.done}, interrupted)"
+        else:
+            valid = "—"
+        if ev.seconds_per_plan is not None:
+            spp = f"{ev.seconds_per_plan:.1f} s"
+        elif ev.done:
+            spp = f"{ev.wall / ev.done:.1f} s (wall ÷ requests done)"
+        else:
+            spp = "—"
         rows += [
             (f"`eval plans` on the dev set (first {n}): valid plan", valid, "≥ 85 %"),
             ("same: node-F1 / edge-F1, TaskBench exact", _f1_text(ev.exact), "first run + 20"),
@@ -715,11 +772,20 @@ def table_rows(
                 ("same: node-F1 / edge-F1, our view (not TaskBench's)", _f1_text(ev.ours), "")
             )
         rows += [
-            ("same: seconds per plan / LLM timeouts", f"{spp} / {ev.llm_timeouts}", ""),
+            (
+                "same: seconds per plan / LLM timeouts (report / the server saw the client leave)",
+                f"{spp} / {ev.llm_timeouts if ev.valid_rate is not None else '—'}"
+                f" / {_or_dash(ev.server_cancelled)}",
+                "",
+            ),
         ]
         if ev.error:
             rows.append(("same: eval error", ev.error, ""))
     return rows
+
+
+def _or_dash(value: object) -> str:
+    return "—" if value is None else str(value)
 
 
 def _f1_text(f1: F1 | None) -> str:
@@ -787,6 +853,7 @@ def working_dir(given: Path | None) -> Iterator[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     started = time.perf_counter()
     with working_dir(args.workdir) as workdir:
         base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -822,10 +889,18 @@ def main(argv: list[str] | None = None) -> int:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
             if args.eval_limit > 0:
                 ev = run_eval(args, server, hf, workdir, report.resolve())
-            if args.ask_limit > 0:
+                if ev.interrupted:
+                    meta["interrupted"] = "during eval"
+            if args.ask_limit > 0 and not meta.get("interrupted"):
                 t0 = time.perf_counter()
-                asks = run_asks(args, server, hf, workdir)
+                cancelled = server.cancelled()
+                asks = []
+                if not run_asks(args, server, hf, workdir, asks):
+                    meta["interrupted"] = f"during ask, after {len(asks)} requests"
                 meta["ask_wall_s"] = round(time.perf_counter() - t0, 1)
+                after = server.cancelled()
+                if cancelled is not None and after is not None:
+                    meta["ask_server_cancelled"] = after - cancelled
         finally:
             speed = server.speed()
             server.stop()
@@ -833,7 +908,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["server_speed"] = speed
         meta["total_wall_s"] = round(time.perf_counter() - started, 1)
         meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-        rows = table_rows(args, ev, asks)
+        rows = table_rows(ev, asks, meta)
         server_info = meta["server"]
         print(
             f"Real LLM: {server_info['model']} at {server_info['url']} "
@@ -856,6 +931,8 @@ def main(argv: list[str] | None = None) -> int:
         if asks is not None:
             took.append(f"ask {meta['ask_wall_s']:.0f} s")
         print(f"- took: {', '.join(took)}")
+        if meta.get("interrupted"):
+            print(f"- INTERRUPTED {meta['interrupted']}: the figures are of what finished")
         if speed is not None:
             gen, prompt = speed["generated"], speed["prompt"]
             print(
@@ -875,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", "utf-8")
             print(f"- details: {args.json}" + (f", eval report: {ev.report}" if ev else ""))
-    return 0
+    return 1 if meta.get("interrupted") else 0
 
 
 if __name__ == "__main__":
