@@ -210,6 +210,7 @@ async def test_warming_up_asks_the_llm_server_its_context_size_before_any_reques
             break
         await asyncio.sleep(0.01)
     assert env.llm.gets and env.llm.requests == []  # asked, and no chat call was made
+    await env.agent.llm.context_window()  # waits for that probe's end (it may GET twice)
     asked = len(env.llm.gets)
     step = {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox"}}
     env.llm.reply("plan", json.dumps([step]))
