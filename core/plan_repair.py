@@ -52,7 +52,7 @@ from core.planning import (
     join_problems,
     references,
 )
-from core.tasks import TASKS, canonical_task
+from core.tasks import TASKS, TEXT, canonical_task
 from core.types import PlanChange, PlanNote
 
 NAME_CUTOFF = 0.85  # difflib ratio for a misspelt task name
@@ -72,6 +72,8 @@ class RepairKind(StrEnum):
     DROPPED_ARG = "dropped_arg"
     OUTPUT = "output"
     FILE = "file"
+    REFERENCE = "reference"
+    MERGED = "merged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +107,12 @@ def repair_plan(
         if name is None:
             problems.append(f"task {d.id} has unknown task {short(d.name)}")
             continue
-        args = _args(pos, d, name, ids, repairs, problems)
+        args = _args(pos, d, name, names, ids, repairs, problems)
         plan.append(PlannedTask(pos, name, _deps(pos, d, args, ids, repairs), args))
     if problems:
         hint = f" The tasks you may use are: {', '.join(offered) or 'none (answer [])'}."
         raise PlanError(join_problems(problems, hint if None in names else ""))
+    plan = _merge_repeats(plan, repairs)
     plan = [_inputs(t, plan, handles, repairs) for t in plan]
     check_graph(plan, problems)
     if problems:
@@ -237,33 +240,100 @@ def _args(
     pos: int,
     d: DraftTask,
     name: str,
+    names: Sequence[str | None],
     ids: _Ids,
     repairs: list[Repair],
     problems: list[str],
 ) -> dict[str, str]:
-    """The task's own inputs, references renumbered; problems for a
-    reference to no task or to the task itself."""
+    """The task's own inputs, references renumbered.  A reference to the
+    task itself or to no task (small models count ids from 1, or name the
+    output they are about to make) means the nearest earlier task whose
+    output is of that input's kind; with none, a media input that is only
+    that reference is left for :func:`_inputs` (the one file of its kind);
+    anything else is a problem."""
     spec = TASKS[name]
     out: dict[str, str] = {}
     for key, value in d.args.items():
         if key not in spec.args and key not in spec.optional:
             repairs.append(Repair(RepairKind.DROPPED_ARG, pos, f"{key}={short(value, 40)}"))
             continue
+        unresolved: list[str] = []
 
-        def renumbered(m: re.Match[str], key: str = key) -> str:
+        def renumbered(m: re.Match[str], key: str = key, unresolved: list[str] = unresolved) -> str:
             old = int(m.group(1))
             new = ids.resolve(old, pos)
-            if new is None or new == pos:
-                what = "itself" if new == pos else "no task in the plan"
-                problems.append(
-                    f"task {d.id} takes {key} <resource>-{old}, which is {what}; "
-                    "<resource>-N may only name an earlier task's output"
+            if new is not None and new != pos:
+                return f"<resource>-{new}"
+            what = "itself" if new == pos else "no task in the plan"
+            maker = _nearest_maker(pos, key, names)
+            if maker is not None:
+                repairs.append(
+                    Repair(
+                        RepairKind.REFERENCE,
+                        pos,
+                        f"{key} <resource>-{old} ({what}) → <resource>-{maker}, "
+                        f"the nearest earlier task that outputs {key}",
+                    )
                 )
-                return m.group()
-            return f"<resource>-{new}"
+                return f"<resource>-{maker}"
+            unresolved.append(f"task {d.id} takes {key} <resource>-{old}, which is {what}")
+            return m.group()
 
-        out[key] = _REF.sub(renumbered, value)
+        written = _REF.sub(renumbered, value)
+        if unresolved and key != TEXT and _REF.fullmatch(value.strip()):
+            # nothing earlier makes this kind: the conversation's one file of it may (_inputs)
+            repairs.append(Repair(RepairKind.REFERENCE, pos, f"{key} {value.strip()} left out"))
+            continue
+        problems.extend(
+            f"{u}; <resource>-N may only name an earlier task's output" for u in unresolved
+        )
+        out[key] = written
     return out
+
+
+def _merge_repeats(plan: Sequence[PlannedTask], repairs: list[Repair]) -> list[PlannedTask]:
+    """A task that repeats an earlier one (the same task on the same inputs,
+    references read as the tasks they end up naming) would only make the
+    same output again: small models write such repeats when they loop.  It
+    is left out and what referred to it refers to the earlier one."""
+    at: dict[int, int] = {}  # position in ``plan`` → position in the merged plan
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+    kept: list[PlannedTask] = []
+    for t in plan:
+
+        def mapped(m: re.Match[str], pos: int = t.id) -> str:
+            ref = int(m.group(1))
+            return f"<resource>-{at[ref]}" if ref < pos and ref in at else f"<ref>-{ref}"
+
+        key = (t.task, tuple(sorted((k, _REF.sub(mapped, v)) for k, v in t.args.items())))
+        if key in seen:
+            at[t.id] = seen[key]
+            repairs.append(Repair(RepairKind.MERGED, t.id, f"the same as task {seen[key]}"))
+            continue
+        at[t.id] = seen[key] = len(kept)
+        kept.append(t)
+    if len(kept) == len(plan):
+        return list(plan)
+
+    def remapped(m: re.Match[str]) -> str:
+        return f"<resource>-{at.get(int(m.group(1)), int(m.group(1)))}"
+
+    out = []
+    for t in kept:
+        new = at[t.id]
+        dep = list(dict.fromkeys(at.get(d, d) for d in t.dep if at.get(d, d) != new))
+        args = {k: _REF.sub(remapped, v) for k, v in t.args.items()}
+        out.append(PlannedTask(new, t.task, dep, args))
+    return out
+
+
+def _nearest_maker(pos: int, kind: str, names: Sequence[str | None]) -> int | None:
+    """The nearest task before ``pos`` whose output is ``kind``."""
+    for p in range(pos - 1, -1, -1):
+        name = names[p]
+        if name is not None and TASKS[name].output == kind:
+            return p
+    return None
 
 
 def _inputs(

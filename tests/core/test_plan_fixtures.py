@@ -125,21 +125,41 @@ CUT = [
     (SMOL, "42185003", "none"),
 ]
 EXPECTED: dict[str, dict[str, Any]] = {
-    "qwen full": {"answers": 10, "valid": 8, "copied": 1, "repairs": {"added_dep": 1}},
-    "qwen strict": {"answers": 10, "valid": 7, "copied": 1, "repairs": {"added_dep": 1}},
+    "qwen full": {
+        "answers": 10,
+        "valid": 9,
+        "copied": 1,
+        "repairs": {"added_dep": 1, "dropped_dep": 1, "merged": 7, "reference": 8},
+    },
+    "qwen strict": {
+        "answers": 10,
+        "valid": 8,
+        "copied": 1,
+        "repairs": {"added_dep": 1, "dropped_dep": 1, "merged": 7, "reference": 8},
+    },
     "qwen plain": {
         "answers": 10,
         "valid": 7,
         "copied": 0,
-        "repairs": {"added_dep": 1, "dropped_arg": 23, "dropped_dep": 1},
+        "repairs": {"added_dep": 1, "dropped_arg": 23, "dropped_dep": 1, "merged": 7},
     },
-    "qwen json_object": {"answers": 10, "valid": 7, "copied": 0, "repairs": {"dropped_arg": 1}},
-    "qwen none": {"answers": 10, "valid": 7, "copied": 0, "repairs": {"dropped_arg": 1}},
+    "qwen json_object": {
+        "answers": 10,
+        "valid": 8,
+        "copied": 0,
+        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1},
+    },
+    "qwen none": {
+        "answers": 10,
+        "valid": 8,
+        "copied": 0,
+        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1},
+    },
     "smol full": {
         "answers": 20,
         "valid": 13,
         "copied": 4,
-        "repairs": {"dropped_dep": 36, "renumbered": 2},
+        "repairs": {"dropped_dep": 38, "merged": 1, "reference": 1, "renumbered": 3},
     },
     "smol json_object": {
         "answers": 20,
@@ -157,7 +177,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 # Neither model wrote a near-miss task name or a file name that a task it
 # depends on makes, in these 110 answers: task_name and output are checked
 # on the examples only (tests/core/test_plan_repair.py).
-SEEN = {"added_dep", "dropped_arg", "dropped_dep", "file", "renumbered"}
+SEEN = {"added_dep", "dropped_arg", "dropped_dep", "file", "merged", "reference", "renumbered"}
 
 
 def test_what_reading_repairing_and_checking_make_of_the_answers() -> None:

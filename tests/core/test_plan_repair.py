@@ -237,3 +237,52 @@ def test_repairs_compose_on_one_broken_plan() -> None:
          "dropped_arg", "file"]
     )  # fmt: skip
     assert {RepairKind(k) for k in kinds} <= set(RepairKind)
+
+
+def test_a_reference_to_itself_or_no_task_means_the_nearest_earlier_maker_of_its_kind() -> None:
+    # Qwen's habit: ids counted from 1 in references, or the task naming its own output
+    plan, repairs = repaired(
+        t("automatic-speech-recognition", 0, audio="memo.wav"),
+        t("translation", 1, text="<resource>-1"),
+        t("text-to-image", 2, text="<resource>-7"),
+    )
+    assert plain(plan) == [
+        (0, "automatic-speech-recognition", [], {"audio": "memo.wav"}),
+        (1, "translation", [0], {"text": "<resource>-0"}),
+        (2, "text-to-image", [1], {"text": "<resource>-1"}),
+    ]
+    assert [(k, task) for k, task, _ in repairs if k == "reference"] == [
+        ("reference", 1),
+        ("reference", 2),
+    ]
+
+
+def test_a_media_reference_to_itself_with_no_maker_becomes_the_one_file_of_its_kind() -> None:
+    plan, repairs = repaired(t("image-classification", 0, image="<resource>-0"))
+    assert plain(plan) == [(0, "image-classification", [], {"image": "photo.png"})]
+    assert [k for k, _, _ in repairs] == ["reference", "file"]
+
+
+def test_a_task_repeating_an_earlier_one_is_merged_into_it() -> None:
+    # a looping model: the same drawing three times, the speech reading the last one's input
+    plan, repairs = repaired(
+        t("automatic-speech-recognition", 0, audio="memo.wav"),
+        t("text-to-image", 1, [0], text="<resource>-0"),
+        t("text-to-image", 2, [0], text="<resource>-0"),
+        t("image-to-text", 3, [2], image="<resource>-2"),
+        t("text-to-image", 4, [0], text="<resource>-0"),
+    )
+    assert plain(plan) == [
+        (0, "automatic-speech-recognition", [], {"audio": "memo.wav"}),
+        (1, "text-to-image", [0], {"text": "<resource>-0"}),
+        (2, "image-to-text", [1], {"image": "<resource>-1"}),
+    ]
+    assert [(k, task) for k, task, _ in repairs if k == "merged"] == [("merged", 2), ("merged", 4)]
+
+
+def test_tasks_alike_but_for_their_inputs_are_not_merged() -> None:
+    plan, repairs = repaired(
+        t("text-to-image", 0, text="a cat"),
+        t("text-to-image", 1, text="a dog"),
+    )
+    assert len(plan) == 2 and repairs == []
