@@ -97,7 +97,8 @@ def repair_plan(
     :class:`PlanError` for what cannot be repaired (the graph is checked
     too; :func:`~core.planning.check_plan` is the caller's)."""
     repairs: list[Repair] = []
-    offered = [t for t in TASKS if t in {canonical_task(r) or r for r in runnable}]
+    wanted = {canonical_task(r) or r for r in runnable}
+    offered = [t for t in TASKS if t in wanted]
     names = _names(drafts, offered, repairs)
     ids = _renumber(drafts, repairs)
     problems: list[str] = []

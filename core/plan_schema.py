@@ -84,7 +84,8 @@ def plan_schema(
     ``files``: (handle, kind) of the conversation's files, the only files a
     media input may name; ``text_chars``: the ``maxLength`` of a text input
     (None: none)."""
-    offered = [t for t in TASKS if t in {canonical_task(r) or r for r in runnable}]
+    wanted = {canonical_task(r) or r for r in runnable}
+    offered = [t for t in TASKS if t in wanted]
     refs = [f"<resource>-{i}" for i in range(max(max_tasks, 1))]
     full = _variants(offered, max_tasks, files, refs, text_chars, strict=False)
     strict = _variants(offered, max_tasks, files, refs, None, strict=True)
