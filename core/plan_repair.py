@@ -74,6 +74,7 @@ class RepairKind(StrEnum):
     FILE = "file"
     REFERENCE = "reference"
     MERGED = "merged"
+    MOVED = "moved"
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,25 +344,30 @@ def _inputs(
     handles: Mapping[str, str],
     repairs: list[Repair],
 ) -> PlannedTask:
-    """A media input naming no file of the conversation (or missing, in a
-    task that depends on nothing): the one dependency's output of that kind,
-    else the one file of that kind."""
+    """A media input naming no file of the conversation, or missing: a file
+    of that kind written as the task's text instead (moved), else the one
+    dependency's output of that kind, else the one file of that kind."""
     spec = TASKS[t.task]
     args = dict(t.args)
     for kind in MEDIA:
+        takes = kind in spec.args or kind in spec.optional
+        text = args.get(TEXT, "").strip()
+        if takes and kind not in args and handles.get(text) == kind:
+            args[kind] = text
+            del args[TEXT]
+            repairs.append(Repair(RepairKind.MOVED, t.id, f"{text} from text to {kind}"))
+            continue
         if kind not in spec.args and kind not in args:
             continue
         value = args.get(kind)
-        if value is None and t.dep:
-            continue
         if value is not None and (_REF.fullmatch(value) or value in handles):
             continue
         makers = [d for d in t.dep if TASKS[plan[d].task].output == kind]
         files = [h for h, k in handles.items() if k == kind]
-        if value is not None and len(makers) == 1:
+        if len(makers) == 1:
             args[kind] = f"<resource>-{makers[0]}"
             repairs.append(
-                Repair(RepairKind.OUTPUT, t.id, f"{kind} {value!r} → <resource>-{makers[0]}")
+                Repair(RepairKind.OUTPUT, t.id, f"{kind} {value or ''!r} → <resource>-{makers[0]}")
             )
         elif len(files) == 1 and not makers:
             written = value if value is not None else ""

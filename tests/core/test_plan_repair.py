@@ -286,3 +286,37 @@ def test_tasks_alike_but_for_their_inputs_are_not_merged() -> None:
         t("text-to-image", 1, text="a dog"),
     )
     assert len(plan) == 2 and repairs == []
+
+
+def test_a_file_written_as_the_text_moves_to_the_input_of_its_kind() -> None:
+    # a task taking text and an image, given the image as its text (the check then
+    # asks for the question that is missing); a task taking no text loses it first
+    plan, repairs = repaired(
+        t("visual-question-answering", 0, text="photo.png"),
+        t("image-classification", 1, text="photo.png"),
+    )
+    assert plain(plan) == [
+        (0, "visual-question-answering", [], {"image": "photo.png"}),
+        (1, "image-classification", [], {"image": "photo.png"}),
+    ]
+    assert [(k, task) for k, task, _ in repairs] == [("dropped_arg", 1), ("moved", 0), ("file", 1)]
+
+
+def test_a_missing_input_is_the_output_of_the_one_dependency_making_its_kind() -> None:
+    plan, repairs = repaired(
+        t("text-to-image", 0, text="a red fox"),
+        t("image-to-text", 1, [0]),
+    )
+    assert plain(plan)[1] == (1, "image-to-text", [0], {"image": "<resource>-0"})
+    assert [k for k, _, _ in repairs] == ["output"]
+
+
+def test_a_missing_input_of_a_task_whose_dependencies_make_other_kinds_is_the_one_file() -> None:
+    plan, repairs = repaired(
+        t("automatic-speech-recognition", 0, audio="memo.wav"),
+        t("visual-question-answering", 1, [0], text="<resource>-0"),
+    )
+    assert plain(plan)[1] == (
+        1, "visual-question-answering", [0], {"text": "<resource>-0", "image": "photo.png"}
+    )  # fmt: skip
+    assert [k for k, _, _ in repairs] == ["file"]
