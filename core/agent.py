@@ -38,7 +38,7 @@ from core.mediatypes import inspect_attachment, sniff
 from core.planner import PlanAsk, make_plan
 from core.planning import RETRY_HINT, PlannedTask, check_plan
 from core.ratelimit import QuotaLimiter, Quotas
-from core.response import Answer, fallback_answer, generate_response
+from core.response import Answer, answer_cap, fallback_answer, generate_response
 from core.result_cache import ResultCache
 from core.results import Blob, TaskResult
 from core.routing import ExpertRouter
@@ -759,7 +759,7 @@ class Agent:
                     records=records,
                     files=tuple(turn.generated),
                     usage=turn.usage,
-                    max_tokens=self.config.answer_max_tokens,
+                    max_tokens=answer_cap(self.config.answer_max_tokens, self.llm.reasons),
                     on_delta=delta,
                     instruction=turn.settings.answer_instruction() if turn.settings else None,
                 )

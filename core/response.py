@@ -30,6 +30,16 @@ ARG_CHARS = 300
 MAX_LIST_ITEMS = 20
 _LINE_CHARS = 300  # a result in the fallback answer
 HEAD_CHARS = 120  # a streamed answer's first line is held until this long (echo check)
+# The answer's completion cap for a model that does not reason first (a local
+# llama.cpp/vLLM/Ollama server): about 500 words is a whole answer, and a small
+# model that rambles is stopped in seconds, not after minutes at 15 tokens/s.
+PLAIN_ANSWER_CAP = 700
+
+
+def answer_cap(configured: int, reasons: bool) -> int:
+    """The answer's completion cap: the configured one for a model that
+    reasons first (its thinking counts), else at most :data:`PLAIN_ANSWER_CAP`."""
+    return configured if reasons else min(configured, PLAIN_ANSWER_CAP)
 
 
 def _trim_value(value: Any, limit: int) -> Any:

@@ -11,6 +11,7 @@ import pytest
 
 from core.config import RESTARTING
 from core.plan_schema import planning_token_cap
+from core.response import answer_cap
 from core.tasks import TaskTimeouts
 from core.types import (
     AnswerDelta,
@@ -548,7 +549,7 @@ async def test_whole_request_on_a_reasoning_model_is_answered_unchanged(
     assert caps == [
         planning_token_cap(config.max_tasks, len("summarize this")),
         config.selection_max_tokens,
-        config.answer_max_tokens,
+        answer_cap(config.answer_max_tokens, reasons=False),  # a local server: no thinking
     ]
     plan_format = bodies[0]["response_format"]
     assert plan_format["type"] == "json_schema" and plan_format["json_schema"]["name"] == "plan"

@@ -291,3 +291,11 @@ def test_fallback_without_records() -> None:
     text = fallback_answer([], [], "the model is down")
     assert "could not write an answer (the model is down)" in text
     assert "Files" not in text
+
+
+def test_the_answer_cap_leaves_a_reasoning_model_its_room_and_stops_a_plain_one_early() -> None:
+    from core.response import PLAIN_ANSWER_CAP, answer_cap
+
+    assert answer_cap(4096, reasons=True) == 4096  # its thinking counts against the cap
+    assert answer_cap(4096, reasons=False) == PLAIN_ANSWER_CAP < 4096
+    assert answer_cap(300, reasons=False) == 300  # an operator's lower cap stands
