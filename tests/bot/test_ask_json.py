@@ -125,10 +125,7 @@ async def interrupted(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
-        async with llm.in_flight_changed:
-            await asyncio.wait_for(
-                llm.in_flight_changed.wait_for(lambda: llm.in_flight > 0), WITHIN
-            )
+        await llm.wait_in_flight(within=WITHIN)
         proc.send_signal(sig)
         out, err = await asyncio.wait_for(proc.communicate(), WITHIN)
     finally:
@@ -188,10 +185,7 @@ async def test_a_worker_killed_mid_request(
     llm_fake.gate = asyncio.Event()  # the planning call waits here
     ask = asyncio.ensure_future(ask_json(env, tmp_path, "hello"))
     try:
-        async with llm_fake.in_flight_changed:
-            await asyncio.wait_for(
-                llm_fake.in_flight_changed.wait_for(lambda: llm_fake.in_flight > 0), WITHIN
-            )
+        await llm_fake.wait_in_flight(within=WITHIN)
         worker.proc.kill()
         code, out, err = await ask
     finally:

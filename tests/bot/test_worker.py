@@ -405,10 +405,7 @@ async def test_a_worker_killed_mid_request_is_one_line_error(
     llm_fake.gate = asyncio.Event()  # the planning call waits here
     ask = asyncio.ensure_future(process_env.run_bot("ask", "hello", env=env, cwd=tmp_path))
     try:
-        async with llm_fake.in_flight_changed:
-            await asyncio.wait_for(
-                llm_fake.in_flight_changed.wait_for(lambda: llm_fake.in_flight > 0), WITHIN
-            )
+        await llm_fake.wait_in_flight(within=WITHIN)
         worker.proc.kill()
         code, _, err = await ask
     finally:
@@ -435,10 +432,7 @@ async def test_a_terminal_that_leaves_stops_its_request(
         env=env, cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    async with llm_fake.in_flight_changed:
-        await asyncio.wait_for(
-            llm_fake.in_flight_changed.wait_for(lambda: llm_fake.in_flight > 0), WITHIN
-        )
+    await llm_fake.wait_in_flight(within=WITHIN)
     proc.send_signal(signal.SIGINT)
     await asyncio.wait_for(proc.communicate(), WITHIN)
     assert proc.returncode == 130
@@ -541,10 +535,7 @@ async def test_sigterm_lets_a_running_ask_finish_and_ends_a_waiting_chat(
     gate = llm_fake.gate = asyncio.Event()
     llm_fake.reply("answer", "Done after all.")
     ask = asyncio.ensure_future(process_env.run_bot("ask", "hello", env=env, cwd=tmp_path))
-    async with llm_fake.in_flight_changed:
-        await asyncio.wait_for(
-            llm_fake.in_flight_changed.wait_for(lambda: llm_fake.in_flight > 0), WITHIN
-        )
+    await llm_fake.wait_in_flight(within=WITHIN)
     worker.proc.send_signal(signal.SIGTERM)
     await worker.logged("CLI worker stopping: finishing 1 running request(s)")
     gate.set()

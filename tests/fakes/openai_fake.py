@@ -221,6 +221,11 @@ class FakeLLM:
         """Queue replies for a stage; a callable gets the request body."""
         self._queues[stage].extend(contents)
 
+    async def wait_in_flight(self, n: int = 1, within: float = 30.0) -> None:
+        """Until at least ``n`` chat requests are held (at :attr:`gate`)."""
+        async with asyncio.timeout(within), self.in_flight_changed:
+            await self.in_flight_changed.wait_for(lambda: self.in_flight >= n)
+
     def calls(self, stage: str | None = None) -> list[dict[str, Any]]:
         """Request bodies received (for one stage, or all), in arrival order."""
         if stage is None:
