@@ -81,10 +81,17 @@ format: install
 
 ## test: lint, the main suite (SQLite, and PostgreSQL when TEST_DATABASE_URL is set) and the
 ## local-inference suite; each runs even when one before it failed, and the end says how each went
+## The local venv (torch, a few minutes of pip) is made in the background while lint and
+## the main suite run; its output is shown only if it failed.
 test:
 	@failed=0; summary=""; \
+	$(MAKE) --no-print-directory install >/dev/null || { echo "make install failed" >&2; exit 1; }; \
+	$(MAKE) --no-print-directory install-local >.install-local.log 2>&1 & local_pid=$$!; \
 	for step in "lint:lint" "test-core:core tests" "test-local:local tests"; do \
 	  target=$${step%%:*}; name=$${step#*:}; \
+	  if [ "$$target" = test-local ] && ! wait $$local_pid; then \
+	    cat .install-local.log >&2; echo "making $(LOCAL_VENV) failed (above)" >&2; \
+	  fi; \
 	  if $(MAKE) --no-print-directory $$target; then result=passed; else result=FAILED; failed=1; fi; \
 	  summary="$$summary$$name: $$result\n"; \
 	done; \

@@ -38,9 +38,12 @@ def recipe(target: str) -> str:
     return f"{target}:\n" + "\n".join(kept) + "\n"
 
 
+INSTALLS = "install:\n\t@true\ninstall-local:\n\t@true\n"
+
+
 def test_make_test_runs_every_suite_when_one_fails_and_says_how_each_went(tmp_path: Path) -> None:
     ran = tmp_path / "ran"
-    stand_ins = "".join(
+    stand_ins = INSTALLS + "".join(
         f"{name}:\n\t@echo {name} >> {ran}\n\t@exit {code}\n"
         for name, code in (("lint", 1), ("test-core", 0), ("test-local", 2))
     )
@@ -56,7 +59,9 @@ def test_make_test_runs_every_suite_when_one_fails_and_says_how_each_went(tmp_pa
 
 
 def test_make_test_passes_when_every_suite_passes(tmp_path: Path) -> None:
-    stand_ins = "".join(f"{name}:\n\t@true\n" for name in ("lint", "test-core", "test-local"))
+    stand_ins = INSTALLS + "".join(
+        f"{name}:\n\t@true\n" for name in ("lint", "test-core", "test-local")
+    )
     (tmp_path / "Makefile").write_text(recipe("test") + stand_ins, encoding="utf-8")
     out = make("test", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -65,6 +70,30 @@ def test_make_test_passes_when_every_suite_passes(tmp_path: Path) -> None:
         "core tests: passed",
         "local tests: passed",
     ]
+
+
+def test_the_local_venv_is_made_while_the_main_suite_runs(tmp_path: Path) -> None:
+    """install-local starts before lint and the core suite finish (it runs in the
+    background); test-local waits for it, and a failed install shows its output."""
+    log = tmp_path / "order"
+    stand_ins = (
+        "install:\n\t@true\n"
+        # finishes only once the core suite has run: a recipe that made the local
+        # venv first would wait here until the subprocess timeout
+        f"install-local:\n\t@echo local-start >> {log}\n"
+        f"\t@while ! grep -q core {log}; do sleep 0.05; done\n"
+        f"\t@echo local-done >> {log}\n\t@echo pip said no; exit 3\n"
+        f"lint:\n\t@echo lint >> {log}\n"
+        f"test-core:\n\t@echo core >> {log}\n"
+        f"test-local:\n\t@echo local-tests >> {log}\n\t@exit 1\n"
+    )
+    (tmp_path / "Makefile").write_text(recipe("test") + stand_ins, encoding="utf-8")
+    out = make("test", cwd=tmp_path)
+    order = log.read_text().split()
+    assert order.index("core") < order.index("local-done")  # ran alongside, not before
+    assert order.index("local-done") < order.index("local-tests")  # waited for
+    assert "pip said no" in out.stderr and "failed" in out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "local tests: FAILED"
 
 
 def test_an_old_python_is_refused_with_what_to_do(tmp_path: Path) -> None:
