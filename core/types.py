@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import ConfigDict, Field, TypeAdapter
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,7 @@ class StageStarted:
     resumed: bool = False
     planned: int | None = None
     tasks: tuple[TaskState, ...] = ()
+    kind: Literal["stage_started"] = field(default="stage_started", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,7 @@ class StillWaiting:
     waited: float
     attempt: int = 1
     tasks: tuple[TaskState, ...] = ()
+    kind: Literal["still_waiting"] = field(default="still_waiting", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ class QueuePosition:
 
     ahead: int
     conversation_busy: bool = False
+    kind: Literal["queue_position"] = field(default="queue_position", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +146,7 @@ class TasksChanged:
     """A task started, finished, failed or was skipped: every task's state."""
 
     tasks: tuple[TaskState, ...]
+    kind: Literal["tasks_changed"] = field(default="tasks_changed", init=False, repr=False)
 
     @property
     def finished(self) -> int:
@@ -153,6 +159,7 @@ class AnswerDelta:
     """The next words of the answer, as the language model writes them."""
 
     text: str
+    kind: Literal["answer_delta"] = field(default="answer_delta", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +168,14 @@ class AnswerDiscarded:
     off, or the model echoed its prompt): the reply's text replaces it."""
 
     reason: str
+    kind: Literal["answer_discarded"] = field(default="answer_discarded", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Restarting:
     """The bot is restarting; the request is kept and finished after."""
+
+    kind: Literal["restarting"] = field(default="restarting", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,7 @@ class Finished:
     """The last event of a run."""
 
     reply: Reply
+    kind: Literal["finished"] = field(default="finished", init=False, repr=False)
 
 
 Event = (
@@ -305,6 +316,8 @@ class PlanNote:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(defer_build=True)  # REPLY_ADAPTER
+
     text: str
     files: tuple[Resource, ...] = ()
     tasks: tuple[TaskRecord, ...] = ()
@@ -347,6 +360,8 @@ class PlanPreview:
     """What ``/plan`` shows: the steps (none: the request needs no model), or
     why no plan could be made (``status`` REFUSED or FAILED, ``note``)."""
 
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(defer_build=True)  # PLAN_PREVIEW_ADAPTER
+
     steps: tuple[PlannedStep, ...]
     usage: Usage = field(default_factory=Usage)
     status: ReplyStatus = ReplyStatus.ANSWERED
@@ -355,6 +370,24 @@ class PlanPreview:
     @property
     def error(self) -> bool:
         return self.status in (ReplyStatus.REFUSED, ReplyStatus.FAILED)
+
+
+# --------------------------------------------------------------------- JSON
+# One pydantic TypeAdapter per shape that crosses a process or is stored
+# (``dump_python(x, mode="json")`` / ``validate_python(d)``, or ``*_json``):
+# the types above stay plain dataclasses, built and matched as before.
+# Each is built on first use (``defer_build``, on the class for a dataclass):
+# importing this module builds none.
+# Every run event, told apart by its ``kind``.
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(
+    Annotated[Event, Field(discriminator="kind")], config=ConfigDict(defer_build=True)
+)
+# A plan's steps (``/plan`` previews, an approved plan in a job's payload).
+PLANNED_STEPS: TypeAdapter[list[PlannedStep]] = TypeAdapter(
+    list[PlannedStep], config=ConfigDict(defer_build=True)
+)
+PLAN_PREVIEW_ADAPTER: TypeAdapter[PlanPreview] = TypeAdapter(PlanPreview)
+REPLY_ADAPTER: TypeAdapter[Reply] = TypeAdapter(Reply)
 
 
 @dataclass(frozen=True, slots=True)
