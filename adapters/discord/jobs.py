@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import discord
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from adapters.chat import run_turn
 from adapters.discord.incoming import check_attachments, download_each
@@ -48,43 +50,61 @@ class AttachmentRef:
     content_type: str | None
 
 
-def _files(attachments: list[Any]) -> list[dict[str, Any]]:
-    return [
-        {"filename": a.filename, "size": a.size, "url": a.url, "content_type": a.content_type}
-        for a in attachments
-    ]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Asked:
+    """What every Discord job's payload holds: where, who, what."""
+
+    channel_id: str
+    guild_id: str | None
+    key: tuple[str, str, str, str | None]  # the ConversationKey's fields
+    user_id: str
+    user_name: str | None = None
+    is_admin: bool = False
+    text: str = ""
+    files: tuple[AttachmentRef, ...] = ()  # CDN references: downloaded when the job runs
+    upload_limit: int | None = None  # the largest file the answer may post
 
 
-def _key(key: ConversationKey) -> list[str | None]:
-    return [key.platform, key.scope, key.channel, key.thread]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InteractionPayload(_Asked):
+    """``/ask``, ``/plan`` → Run, Run again: answered through the interaction's
+    webhook while its token lives."""
+
+    via: Literal["interaction"] = "interaction"
+    app_id: str
+    interaction_id: str
+    token: str
+    token_expires: datetime
+    plan: tuple[PlannedStep, ...] | None = None  # approved: runs as it is, no planning
 
 
-def steps_to_json(steps: Sequence[PlannedStep]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": s.id,
-            "task": s.task,
-            "dep": list(s.dep),
-            "args": dict(s.args),
-            "model": s.model,
-            "reason": s.reason,
-        }
-        for s in steps
-    ]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessagePayload(_Asked):
+    """A mention: answered in the channel, replying to the person's message."""
+
+    via: Literal["message"] = "message"
+    message_id: str
 
 
-def steps_from_json(data: Sequence[dict[str, Any]]) -> tuple[PlannedStep, ...]:
-    return tuple(
-        PlannedStep(
-            int(d["id"]),
-            str(d["task"]),
-            tuple(int(x) for x in d.get("dep") or ()),
-            {str(k): str(v) for k, v in (d.get("args") or {}).items()},
-            d.get("model"),
-            d.get("reason"),
-        )
-        for d in data
-    )
+Payload = InteractionPayload | MessagePayload
+# A job's payload as stored (JSON); ``via`` says which.  Payloads stored by
+# earlier versions load too: the same names, and what they lacked has a default.
+PAYLOAD: TypeAdapter[Payload] = TypeAdapter(
+    Annotated[Payload, Field(discriminator="via")], config=ConfigDict(defer_build=True)
+)
+
+
+def _refs(attachments: list[Any]) -> tuple[AttachmentRef, ...]:
+    return tuple(AttachmentRef(a.filename, a.size, a.url, a.content_type) for a in attachments)
+
+
+def _key(key: ConversationKey) -> tuple[str, str, str, str | None]:
+    return (key.platform, key.scope, key.channel, key.thread)
+
+
+def _stored(payload: Payload) -> dict[str, Any]:
+    data: dict[str, Any] = PAYLOAD.dump_python(payload, mode="json")
+    return data
 
 
 def interaction_payload(
@@ -98,23 +118,24 @@ def interaction_payload(
     """``plan``: an approved plan (``/plan`` → Run, Run again) to run as it is."""
     created = discord.utils.snowflake_time(interaction.id)
     channel_id = interaction.channel_id or 0
-    return {
-        "via": "interaction",
-        "app_id": str(interaction.application_id),
-        "interaction_id": str(interaction.id),
-        "token": interaction.token,
-        "token_expires": (created + TOKEN_LIFETIME).isoformat(),
-        "channel_id": str(channel_id),
-        "guild_id": str(interaction.guild_id) if interaction.guild_id else None,
-        "key": _key(conversation_key(interaction.guild_id, interaction.channel, channel_id)),
-        "user_id": str(interaction.user.id),
-        "user_name": interaction.user.display_name,
-        "is_admin": is_admin,
-        "text": text,
-        "files": _files(attachments),
-        "upload_limit": interaction.filesize_limit,
-        "plan": None if plan is None else steps_to_json(plan),
-    }
+    return _stored(
+        InteractionPayload(
+            app_id=str(interaction.application_id),
+            interaction_id=str(interaction.id),
+            token=interaction.token,
+            token_expires=created + TOKEN_LIFETIME,
+            channel_id=str(channel_id),
+            guild_id=str(interaction.guild_id) if interaction.guild_id else None,
+            key=_key(conversation_key(interaction.guild_id, interaction.channel, channel_id)),
+            user_id=str(interaction.user.id),
+            user_name=interaction.user.display_name,
+            is_admin=is_admin,
+            text=text,
+            files=_refs(attachments),
+            upload_limit=interaction.filesize_limit,
+            plan=None if plan is None else tuple(plan),
+        )
+    )
 
 
 def message_payload(
@@ -125,19 +146,20 @@ def message_payload(
     *,
     is_admin: bool = False,
 ) -> dict[str, Any]:
-    return {
-        "via": "message",
-        "message_id": str(message.id),
-        "channel_id": str(message.channel.id),
-        "guild_id": str(message.guild.id) if message.guild else None,
-        "key": _key(key),
-        "user_id": str(message.author.id),
-        "user_name": message.author.display_name,
-        "is_admin": is_admin,
-        "text": text,
-        "files": _files(list(message.attachments)),
-        "upload_limit": upload_limit,
-    }
+    return _stored(
+        MessagePayload(
+            message_id=str(message.id),
+            channel_id=str(message.channel.id),
+            guild_id=str(message.guild.id) if message.guild else None,
+            key=_key(key),
+            user_id=str(message.author.id),
+            user_name=message.author.display_name,
+            is_admin=is_admin,
+            text=text,
+            files=_refs(list(message.attachments)),
+            upload_limit=upload_limit,
+        )
+    )
 
 
 class DiscordRunner:
@@ -149,8 +171,8 @@ class DiscordRunner:
 
     async def run(self, job: Job) -> None:
         bot = self.bot
-        p = job.payload
-        refs = [AttachmentRef(**f) for f in p.get("files") or ()]
+        p = PAYLOAD.validate_python(job.payload)
+        refs = list(p.files)
 
         async def request() -> Request:
             refusal = check_attachments(refs, bot.config)
@@ -158,21 +180,21 @@ class DiscordRunner:
                 raise InputRejected(refusal)
             stored = job.inputs_stored  # a resumed job has its files already
             attachments = () if stored else await download_each(bot.http_session, refs, bot.config)
-            asked = Request(
-                conversation=ConversationKey(*p["key"]),
-                user_id=str(p["user_id"]),
-                text=str(p.get("text") or ""),
+            return Request(
+                conversation=ConversationKey(*p.key),
+                user_id=p.user_id,
+                text=p.text,
                 attachments=attachments,
                 request_id=job.request_id,
-                user_name=p.get("user_name"),
-                is_admin=bool(p.get("is_admin")),
+                user_name=p.user_name,
+                is_admin=p.is_admin,
+                # /plan → Run, Run again: the approved plan, no planning
+                plan=p.plan if isinstance(p, InteractionPayload) else None,
             )
-            approved = p.get("plan")  # /plan → Run, Run again: no planning
-            return asked if approved is None else replace(asked, plan=steps_from_json(approved))
 
         async with contextlib.AsyncExitStack() as stack:
-            if p["via"] == "message":  # a mention shows "typing…" while it works
-                channel = bot.get_partial_messageable(int(p["channel_id"]))
+            if isinstance(p, MessagePayload):  # a mention shows "typing…" while it works
+                channel = bot.get_partial_messageable(int(p.channel_id))
                 await stack.enter_async_context(channel.typing())
             await run_turn(
                 bot.agent,
