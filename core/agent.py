@@ -20,9 +20,9 @@ from typing import Any
 
 from core import telemetry
 from core.catalog import Catalog, ModelInfo
-from core.checkpoint import Checkpoint, outcome_from_json, outcome_to_json
-from core.config import RESTARTING, STORE_DOWN, AgentConfig
+from core.config import AgentConfig
 from core.errors import (
+    ErrorCode,
     InputRejected,
     PlanError,
     RunFailed,
@@ -30,6 +30,7 @@ from core.errors import (
     StoreRejected,
     StoreUnavailable,
     TaskFailed,
+    wording,
 )
 from core.execution import Assignment, Executor, TaskOutcome, with_handles
 from core.jobs import Outcome, TurnQueue
@@ -54,10 +55,12 @@ from core.store.server_settings import ServerSettingsStore
 from core.store.usage import UsageStore
 from core.tasks import canonical_task
 from core.turn import Turn, chat_log, record, states
+from core.turn_state import TurnState, dump_state, load_state
 from core.types import (
     AnswerDelta,
     AnswerDiscarded,
     ConversationKey,
+    DiscardReason,
     EventSink,
     Job,
     JobRunner,
@@ -172,7 +175,8 @@ class Agent:
             if job is None and self._closing:
                 turn = Turn(request)
                 log.info("request %s refused: shutting down", request.request_id)
-                reply = self._reply(turn, RESTARTING, (), status=ReplyStatus.REFUSED)
+                refused = wording(ErrorCode.SHUTTING_DOWN)
+                reply = self._reply(turn, refused, (), status=ReplyStatus.REFUSED)
                 reply = await self._persist(turn, reply)
             else:
                 reply = await self._turn(request, emit, job)
@@ -279,7 +283,7 @@ class Agent:
         if lock.locked():
             await emit(QueuePosition(0, conversation_busy=True))
         async with lock:
-            cp = Checkpoint.from_json(job.checkpoint if job else None, self.media)
+            cp = load_state(job.checkpoint if job else None, self.media)
             if cp.reply is not None:
                 # Saved before the last process stopped: only the posting is left.
                 log.info("request %s: resumed with its answer saved already", request.request_id)
@@ -296,7 +300,9 @@ class Agent:
                 reply = self._reply(turn, str(e), (), status=ReplyStatus.FAILED)
             except StoreUnavailable as e:
                 log.error("request %s: store unavailable: %s", request.request_id, e)
-                reply = self._reply(turn, STORE_DOWN, (), status=ReplyStatus.FAILED)
+                reply = self._reply(
+                    turn, wording(ErrorCode.STORE_DOWN), (), status=ReplyStatus.FAILED
+                )
             except Exception:
                 log.exception("request %s crashed", request.request_id)
                 reply = self._reply(
@@ -330,11 +336,11 @@ class Agent:
         since: str | None = None,
     ) -> UsageReport:
         if server_wide and not is_admin:
-            raise InputRejected("Only the server's admins can see the whole server's usage.")
+            raise InputRejected(ErrorCode.USAGE_ADMINS_ONLY)
         try:
             start = parse_since(since) if since else None
         except ValueError as e:
-            raise InputRejected(str(e)) from None
+            raise InputRejected(ErrorCode.BAD_PERIOD, value=since or "", reason=str(e)) from None
         caller = Caller(conversation.platform, conversation.scope, user_id, is_admin)
         where = caller.filters(start)[-1 if server_wide else 0]
         turns = await self.usage_store.totals(GroupBy.SERVER, where)
@@ -374,10 +380,10 @@ class Agent:
         is_admin: bool,
     ) -> dict[str, str]:
         if not is_admin:
-            raise InputRejected("Only the server's admins can change its settings.")
+            raise InputRejected(ErrorCode.SETTINGS_ADMINS_ONLY)
         server = ServerKey.of(conversation)
         if server is None:
-            raise InputRejected("Settings are per server: there is none here (a direct message).")
+            raise InputRejected(ErrorCode.SETTINGS_NO_SERVER)
         if value is None:
             new = await self.server_settings.unset(server, key, by=user_id)
         else:
@@ -439,7 +445,7 @@ class Agent:
             return PlanPreview((), usage, ReplyStatus.FAILED, str(e))
         except StoreUnavailable as e:
             log.error("plan preview: store unavailable: %s", e)
-            return PlanPreview((), usage, ReplyStatus.FAILED, STORE_DOWN)
+            return PlanPreview((), usage, ReplyStatus.FAILED, wording(ErrorCode.STORE_DOWN))
         steps = tuple(
             PlannedStep(
                 t.id,
@@ -479,7 +485,7 @@ class Agent:
         if asked is None:
             return None
         key, user_id, text = asked
-        cp = Checkpoint.from_json(row.checkpoint if row is not None else None, self.media)
+        cp = load_state(row.checkpoint if row is not None else None, self.media)
         reply = cp.reply
         ran = {t.id: t.model for t in reply.tasks} if reply is not None else {}
         steps = tuple(
@@ -488,8 +494,8 @@ class Agent:
                 t.task,
                 tuple(t.dep),
                 dict(t.args),
-                ran.get(t.id) or (cp.selections[t.id][0] if t.id in cp.selections else None),
-                cp.selections[t.id][1] if t.id in cp.selections else None,
+                ran.get(t.id) or (cp.selections[t.id].model if t.id in cp.selections else None),
+                cp.selections[t.id].reason if t.id in cp.selections else None,
             )
             for t in cp.plan or ()
         )
@@ -516,7 +522,7 @@ class Agent:
             )
         except PlanError as e:
             why = str(e).replace(RETRY_HINT, "").strip()
-            raise InputRejected(f"That plan cannot run here any more: {why}") from e
+            raise InputRejected(ErrorCode.PLAN_STALE, reason=why) from e
         candidates = self._candidates(plan, turn.settings)
         pinned: dict[int, Selection] = {}
         for step in steps:
@@ -579,17 +585,18 @@ class Agent:
         work (and any LLM cost); a request that passes is counted."""
         if len(req.attachments) > self.config.max_attachments:
             raise InputRejected(
-                f"That is {len(req.attachments)} files; I take at most "
-                f"{self.config.max_attachments} per message."
+                ErrorCode.TOO_MANY_FILES,
+                count=len(req.attachments),
+                limit=self.config.max_attachments,
             )
         if len(req.text) > self.config.max_request_chars:
             raise InputRejected(
-                f"Your message is {len(req.text):,} characters long; the limit is "
-                f"{self.config.max_request_chars:,}. Attach long documents as a .txt file or "
-                "shorten the message."
+                ErrorCode.MESSAGE_TOO_LONG,
+                count=len(req.text),
+                limit=self.config.max_request_chars,
             )
         if not req.text.strip() and not req.attachments:
-            raise InputRejected("Your message is empty: tell me what you would like me to do.")
+            raise InputRejected(ErrorCode.MESSAGE_EMPTY)
         await self.limiter.admit(
             req, ts.quotas if ts else None
         )  # QuotaExceeded (an InputRejected) when over
@@ -629,9 +636,9 @@ class Agent:
         turn: Turn,
         emit: EventSink,
         job: Job | None = None,
-        cp: Checkpoint | None = None,
+        cp: TurnState | None = None,
     ) -> Reply:
-        cp = cp or Checkpoint()
+        cp = cp or TurnState()
         turn.settings = ts = await self._turn_settings(turn.request)
         if not cp.started:  # a resumed request passed its checks (and was counted) before
             await self._check_request(turn.request, ts)
@@ -742,6 +749,7 @@ class Agent:
         req = turn.request
         await emit(StageStarted(Stage.ANSWERING, tasks=tasks))
         streamed = False
+        discard = DiscardReason.ECHOED  # a fallback without a failure: the model echoed
         try:
             async with self._llm_stage(Stage.ANSWERING, emit, tasks) as waiting:
 
@@ -765,9 +773,10 @@ class Agent:
                 )
         except RunFailed as e:
             log.warning("request %s: response stage failed: %s", req.request_id, e)
+            discard = DiscardReason.BROKE_OFF
             answer = Answer(fallback_answer(records, tuple(turn.generated), str(e)), fallback=True)
         if answer.fallback and streamed:
-            await emit(AnswerDiscarded("the answer broke off; the results are given instead"))
+            await emit(AnswerDiscarded(discard))
         return answer
 
     async def _plan(
@@ -800,7 +809,7 @@ class Agent:
         plan = result.plan
         if plan is None:
             log.warning("request %s: no plan: %s", req.request_id, result.failure)
-            raise RunFailed(result.failure or "I could not turn your request into a plan.")
+            raise RunFailed(ErrorCode.NO_PLAN, reason=result.failure or "")
         if notes is not None:
             notes.extend(result.notes)
         return plan
@@ -915,30 +924,37 @@ class Agent:
         return out
 
     def _restore_selections(
-        self, plan: Sequence[PlannedTask], cp: Checkpoint
+        self, plan: Sequence[PlannedTask], cp: TurnState
     ) -> dict[int, Selection]:
         """The models an earlier run chose (as the catalog describes them now)."""
         out: dict[int, Selection] = {}
         by_task = {t.id: t.task for t in plan}
-        for task_id, (model_id, reason, by_llm) in cp.selections.items():
+        for task_id, c in cp.selections.items():
             task = by_task.get(task_id)
             if task is not None:
-                out[task_id] = Selection(self._model(model_id, task), reason, by_llm)
+                out[task_id] = Selection(self._model(c.model, task), c.reason, c.by_llm)
         return out
+
+    def _restored(self, o: TaskOutcome, data: dict[str, bytes]) -> TaskOutcome:
+        """A checkpointed outcome as the executor takes it: its model as the
+        catalog describes it now, its media's bytes read back."""
+        model = self._model(o.model.id, o.task) if o.model else None
+        result = o.result
+        if result is not None and result.media:
+            media = tuple(replace(b, data=data.get(b.handle or "", b"")) for b in result.media)
+            result = replace(result, media=media)
+        return replace(o, model=model, result=result)
 
     def _model(self, model_id: str, task: str) -> ModelInfo:
         return self.catalog.get(model_id, task) or ModelInfo(model_id, task)
 
-    async def _restore_outcomes(self, turn: Turn, cp: Checkpoint) -> dict[int, TaskOutcome]:
+    async def _restore_outcomes(self, turn: Turn, cp: TurnState) -> dict[int, TaskOutcome]:
         """Tasks an earlier run finished, with their stored outputs' bytes."""
         if not cp.outcomes:
             return {}
         data = {r.handle: await self.repo.read(r) for r in turn.generated}
 
-        def blob_data(handle: str | None) -> bytes:
-            return data.get(handle or "", b"")
-
-        restored = {k: outcome_from_json(v, self._model, blob_data) for k, v in cp.outcomes.items()}
+        restored = {k: self._restored(o, data) for k, o in cp.outcomes.items()}
         log.info(
             "request %s resumed: tasks %s finished before, not run again",
             turn.request.request_id,
@@ -1023,7 +1039,7 @@ class Agent:
         turn: Turn,
         reply: Reply,
         job: Job | None = None,
-        cp: Checkpoint | None = None,
+        cp: TurnState | None = None,
         *,
         with_usage: bool = False,
     ) -> Reply:
@@ -1035,12 +1051,12 @@ class Agent:
         stored = _as_stored(turn.request, reply, self.config.max_request_chars)
         record = TurnRecord(stored, tuple(turn.uploads), reply, usage=usage)
         if job is not None:
-            state = cp or Checkpoint()
+            state = cp or TurnState()
 
             def checkpoint(final: tuple[Resource, ...]) -> dict[str, Any]:
                 generated = tuple(r for r in final if r.source == "generated")
                 state.reply = replace(reply, files=generated) if generated else reply
-                return state.to_json(self.media)
+                return dump_state(state, self.media)
 
             record = replace(record, job=JobFence(job.id, job.owner, checkpoint))
         try:
@@ -1070,7 +1086,7 @@ class _Progress:
     stored before the task is reported as kept).  A slower write never
     overwrites a newer one."""
 
-    def __init__(self, agent: Agent, job: Job | None, cp: Checkpoint) -> None:
+    def __init__(self, agent: Agent, job: Job | None, cp: TurnState) -> None:
         self.agent = agent
         self.job = job
         self.cp = cp
@@ -1092,12 +1108,12 @@ class _Progress:
             self.cp.generated = list(turn.generated)
             self.cp.usage = turn.usage
             self.cp.timings = dict(turn.timings)
-            await self.job.save_checkpoint(self.cp.to_json(self.agent.media))
+            await self.job.save_checkpoint(dump_state(self.cp, self.agent.media))
             self._written = covers
 
     def task_finished(self, turn: Turn) -> Any:
         async def on_finished(o: TaskOutcome) -> None:
-            self.cp.outcomes[o.id] = outcome_to_json(o)
+            self.cp.finished(o)
             await self.save(turn)
 
         return on_finished if self.job is not None else None

@@ -18,10 +18,11 @@ import pytest
 import sqlalchemy as sa
 
 from core.agent import _Progress
-from core.checkpoint import Checkpoint
 from core.errors import StoreUnavailable
+from core.execution import TaskOutcome
 from core.store.models import Message, UsageTurn
 from core.turn import Turn
+from core.turn_state import TurnState
 from core.types import ConversationKey, Job, Notice, Request
 from tests.core.store.test_refused import refuse
 from tests.fakes.agent_fixture import AgentEnv, open_agent_env
@@ -240,12 +241,12 @@ async def test_saves_asked_during_a_write_share_the_next_write(agent_env: AgentE
     env = agent_env
     async with held_job(env) as job:
         gated = Gated(job)
-        progress = _Progress(env.agent, gated, Checkpoint())  # type: ignore[arg-type]
+        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
         turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
         durable: dict[int, set[str]] = {}
 
         async def finished(i: int) -> None:
-            progress.cp.outcomes[i] = {"id": i}
+            progress.cp.finished(TaskOutcome(i, "t"))
             await progress.save(turn)
             durable[i] = await stored_outcomes(env, job)  # what the store has on return
 
@@ -275,11 +276,11 @@ async def test_a_failed_write_leaves_the_waiting_callers_to_write(agent_env: Age
     async with held_job(env) as job:
         gated = Gated(job)
         gated.fail = {0}
-        progress = _Progress(env.agent, gated, Checkpoint())  # type: ignore[arg-type]
+        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
         turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
 
         async def finished(i: int) -> None:
-            progress.cp.outcomes[i] = {"id": i}
+            progress.cp.finished(TaskOutcome(i, "t"))
             await progress.save(turn)
 
         first = asyncio.create_task(finished(0))
@@ -302,10 +303,10 @@ async def test_saves_one_after_another_each_write(agent_env: AgentEnv) -> None:
     env = agent_env
     async with held_job(env) as job:
         gated = Gated(job)
-        progress = _Progress(env.agent, gated, Checkpoint())  # type: ignore[arg-type]
+        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
         turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
         for i in range(3):
-            progress.cp.outcomes[i] = {"id": i}
+            progress.cp.finished(TaskOutcome(i, "t"))
             saving = asyncio.create_task(progress.save(turn))
             await gated.writes_begun(i + 1)
             gated.gates[i].set()
