@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from pydantic import ConfigDict, TypeAdapter
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat import run_turn
@@ -39,7 +39,10 @@ TITLED_THREADS = 4096  # assistant threads whose title this process set (most re
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """What a listener read from a Slack event."""
+    """What a listener read from a Slack event; stored as the job's payload
+    (:data:`PAYLOAD`)."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(defer_build=True)
 
     team: str
     channel: str
@@ -47,7 +50,7 @@ class Incoming:
     text: str
     ts: str
     thread_ts: str | None  # the thread to answer in (None: the channel itself)
-    files: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    files: tuple[dict[str, Any], ...] = ()  # Slack's file objects
     event_id: str | None = None
     assistant: bool = False  # in an assistant thread (the app's own chat)
 
@@ -62,32 +65,19 @@ class Incoming:
         return shorten(" ".join(self.text.split()) or names or "A request", 80)
 
 
+# A job's payload as stored (JSON): the event as the listener read it.
+# Payloads stored by earlier versions load too: the same names, and what they
+# lacked (``assistant``) has a default.
+PAYLOAD: TypeAdapter[Incoming] = TypeAdapter(Incoming)
+
+
 def payload(incoming: Incoming) -> dict[str, Any]:
-    return {
-        "team": incoming.team,
-        "channel": incoming.channel,
-        "user": incoming.user,
-        "text": incoming.text,
-        "ts": incoming.ts,
-        "thread_ts": incoming.thread_ts,
-        "files": [dict(f) for f in incoming.files],
-        "event_id": incoming.event_id,
-        "assistant": incoming.assistant,
-    }
+    data: dict[str, Any] = PAYLOAD.dump_python(incoming, mode="json")
+    return data
 
 
 def incoming_of(data: dict[str, Any]) -> Incoming:
-    return Incoming(
-        team=str(data["team"]),
-        channel=str(data["channel"]),
-        user=str(data["user"]),
-        text=str(data.get("text") or ""),
-        ts=str(data.get("ts") or ""),
-        thread_ts=data.get("thread_ts"),
-        files=tuple(data.get("files") or ()),
-        event_id=data.get("event_id"),
-        assistant=bool(data.get("assistant")),
-    )
+    return PAYLOAD.validate_python(data)
 
 
 def dedup_key(event_id: str | None) -> str | None:
