@@ -15,42 +15,42 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from pydantic.main import IncEx
+
     from core.types import Reply
 
 ERROR = "error"  # the request never reached the agent
 INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM before the answer
 
 
+# What the reply's JSON (``core.types.REPLY_ADAPTER``) gives ``ask --json``
+# as it is: of each task (``core.types.TaskRecord``), what ``tasks`` shows.
+_SHOWN: dict[str, IncEx | bool] = {
+    "status": True,
+    "request_id": True,
+    "usage": True,
+    "tasks": {"__all__": {"id", "task", "model", "backend", "status", "started", "ended", "error"}},
+}
+
+
 def reply_json(reply: Reply) -> dict[str, Any]:
-    """The object for a request the agent ran."""
+    """The object for a request the agent ran: the reply's JSON
+    (``core.types.REPLY_ADAPTER``) as ``ask --json`` shows it."""
+    from core.types import REPLY_ADAPTER  # loaded already: the reply is one of its types
+
+    data = REPLY_ADAPTER.dump_python(reply, mode="json", include=_SHOWN)
     return {
         "answer": reply.text,
-        "status": reply.status.value,
+        "status": data["status"],
         # a fallback answer means the answer stage failed: not a success
         "error": reply.error or reply.fallback,
         "message": None,
         "fallback": reply.fallback,
-        "request_id": reply.request_id,
-        "tasks": [
-            {
-                "id": t.id,
-                "task": t.task,
-                "model": t.model,
-                "backend": t.backend,
-                "status": t.status.value,
-                "started": t.started.isoformat() if t.started else None,
-                "ended": t.ended.isoformat() if t.ended else None,
-                "error": t.error,
-            }
-            for t in reply.tasks
-        ],
+        "request_id": data["request_id"],
+        "tasks": data["tasks"],
         "files": [str(f.path.resolve()) for f in reply.files],
-        "usage": {
-            "llm_calls": reply.usage.llm_calls,
-            "prompt_tokens": reply.usage.prompt_tokens,
-            "completion_tokens": reply.usage.completion_tokens,
-        },
-        "timings": dict(reply.timings),
+        "usage": data["usage"],
+        "timings": dict(reply.timings),  # the stages that ran
     }
 
 
