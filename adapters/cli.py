@@ -28,8 +28,9 @@ from typing import TextIO
 
 from adapters import cli_json
 from adapters.chat import Limits, Renderer, run_turn
-from adapters.chat.render import ERROR_ICON, human_size
-from core.errors import InputRejected
+from adapters.chat.messages import ChatCode
+from adapters.chat.render import ERROR_ICON
+from core.errors import ErrorCode, InputRejected
 from core.types import (
     AgentAPI,
     Attachment,
@@ -74,12 +75,12 @@ def read_attachment(path: str | NamedFile, max_bytes: int) -> Attachment:
     else:
         size = len(named.data) if named.data is not None else named.size
     if size is None:
-        raise InputRejected(f"{shown}: no such file")
+        raise InputRejected(ChatCode.FILE_MISSING, file=shown)
     if size > max_bytes:
-        raise InputRejected(f"{p.name} is {human_size(size)}; the limit is {human_size(max_bytes)}")
+        raise InputRejected(ErrorCode.FILE_TOO_LARGE, file=p.name, size=size, limit=max_bytes)
     data = p.read_bytes() if named is None else named.data
     if data is None:  # a size under the limit came without its bytes
-        raise InputRejected(f"{shown}: no such file")
+        raise InputRejected(ChatCode.FILE_MISSING, file=shown)
     mime = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
     return Attachment(p.name, mime, data)
 

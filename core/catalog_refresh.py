@@ -42,7 +42,7 @@ from huggingface_hub import HfApi, get_session
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from core.catalog import Catalog, ModelInfo
-from core.errors import BotError, ConfigError, RunFailed
+from core.errors import BotError, ConfigError, ErrorCode, RunFailed
 from core.experts.providers import (
     AUTO,
     SERVED_TASKS,
@@ -152,16 +152,10 @@ def _hub_error(error: Exception, endpoint: str, task: str) -> BotError:
             return ConfigError(
                 f"{endpoint} does not serve the Hub API (HTTP 404 on /api/models); check HF_ENDPOINT"
             )
-        return RunFailed(
-            f"the Hub at {endpoint} answered HTTP {status} while listing {task} models; "
-            "try again later"
-        )
+        return RunFailed(ErrorCode.HUB_HTTP, endpoint=endpoint, status=status, task=task)
     if isinstance(error, httpx2.HTTPError | httpx2.InvalidURL | OSError):
-        return RunFailed(
-            f"could not reach the Hub at {endpoint} ({type(error).__name__}); "
-            "check the network or HF_ENDPOINT"
-        )
-    return RunFailed(f"the Hub at {endpoint} sent an unreadable model list for {task}")
+        return RunFailed(ErrorCode.HUB_UNREACHABLE, endpoint=endpoint, cause=type(error).__name__)
+    return RunFailed(ErrorCode.HUB_UNREADABLE, endpoint=endpoint, task=task)
 
 
 async def refresh_catalog(

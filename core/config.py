@@ -1,4 +1,4 @@
-"""The agent's knobs and the fixed messages it answers with.
+"""The agent's knobs (the words it answers with are in core.errors).
 
 ``bot.app`` fills :class:`AgentConfig` from the settings; tests build it
 directly.  Defaults are what a laptop deployment wants.
@@ -9,12 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.tasks import TaskTimeouts
-
-RESTARTING = "I'm restarting right now; please send that again in a minute."
-STORE_DOWN = (
-    "I can't reach the conversation history database right now, so I can't work on this "
-    "safely. Please try again in a moment."
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,24 @@
   to fix it.
 * :class:`TaskFailed` – one expert call failed; the executor tries the next
   candidate, then skips the task's dependents.
-* :class:`RunFailed` – the request cannot be completed; the message is fit to
-  show the user.
-* :class:`InputRejected` – an attachment is not acceptable (size, type).
+* :class:`RunFailed` – the request cannot be completed (the user is told).
+* :class:`InputRejected` – the person's input is not acceptable (size, type,
+  a command they may not use).
+
+``RunFailed`` and ``InputRejected`` carry data, not sentences: a
+:class:`Code` and :class:`ErrorFields` (the file, its size, the limit, the
+task …).  ``str(err)`` words them in plain English for logs and the
+conversation history, from the one table here (:data:`_WORDS`, the core's
+codes); the adapters' own codes and the user-facing rendering are in
+``adapters/chat/messages.py``.  ``raise InputRejected(ErrorCode.FILE_EMPTY,
+file=name)``; ``err.code``, ``err.fields["file"]``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TypedDict, Unpack
 
 
 class BotError(Exception):
@@ -40,12 +52,291 @@ class TaskFailed(BotError):
         self.final = final
 
 
-class RunFailed(BotError):
-    """The whole request failed; the message is meant for the user."""
+# ------------------------------------------------------------ codes and fields
 
 
-class InputRejected(BotError):
-    """A user's input (attachment, text) was refused; the message says why."""
+class ErrorFields(TypedDict, total=False):
+    """What an error is about; each code uses a few (see :data:`_WORDS`)."""
+
+    file: str  # a file's name as the person gave it
+    size: int  # bytes
+    limit: int  # the cap the code is about: bytes, files, characters, pixels
+    count: int  # how many there are: files, characters, requests
+    width: int  # pixels
+    height: int
+    seconds: float  # a duration: a cap (MEDIA_TOO_LONG) or the time waited
+    allowed: float  # the seconds allowed (LLM_TOO_SLOW)
+    attempts: int
+    tokens: int | None  # a completion cap (LLM_BUDGET_USED)
+    kind: str  # image | audio | video
+    format: str  # a file type's extension: "webp"
+    content: str  # what the bytes look like, in words: "an HTML page"
+    host: str  # a server's host name
+    endpoint: str  # the Hub's address
+    status: int | None  # an HTTP status (None: none came)
+    task: str
+    cause: str  # an exception's class name
+    source: str  # a platform: "Slack", "Discord"
+    value: str  # what the person wrote
+    partial: bool  # (LLM_TIMED_OUT) the answer had begun
+    reason: str  # an inner error's own words (a PlanError, the planner's failure)
+    detail: str  # a sentence worded elsewhere (LLM_FAILED, MESSAGE)
+
+
+class Code(StrEnum):
+    """A kind of error.  Each enum of codes words its own members: the core's
+    :class:`ErrorCode` here, the adapters' in ``adapters/chat/messages.py``."""
+
+    def words(self, fields: ErrorFields) -> str:
+        raise NotImplementedError(f"no words for {self!r}")
+
+
+class ErrorCode(Code):
+    """What went wrong, for every error and refusal the core words."""
+
+    # an attachment (core.mediatypes; the adapters' downloads and CLI too)
+    FILE_TOO_LARGE = "file_too_large"  # file, size (absent: unknown), limit (bytes)
+    FILE_EMPTY = "file_empty"  # file
+    FILE_NOT_KIND = "file_not_kind"  # file, kind, content
+    IMAGE_FORMAT = "image_format"  # file, format
+    IMAGE_TOO_LARGE = "image_too_large"  # file, width + height (when known), limit (pixels)
+    FILE_DAMAGED = "file_damaged"  # file, format
+    MEDIA_TOO_LONG = "media_too_long"  # file, kind, seconds (the cap)
+    AUDIO_TOO_DENSE = "audio_too_dense"  # file
+    VIDEO_FRAMES_TOO_LARGE = "video_frames_too_large"  # file, limit (pixels)
+    # a request or a command
+    TOO_MANY_FILES = "too_many_files"  # count, limit
+    MESSAGE_TOO_LONG = "message_too_long"  # count, limit (characters)
+    MESSAGE_EMPTY = "message_empty"
+    USAGE_ADMINS_ONLY = "usage_admins_only"
+    SETTINGS_ADMINS_ONLY = "settings_admins_only"
+    SETTINGS_NO_SERVER = "settings_no_server"
+    BAD_PERIOD = "bad_period"  # value, reason
+    PLAN_STALE = "plan_stale"  # reason
+    BAD_RATING = "bad_rating"  # value
+    # the run
+    NO_PLAN = "no_plan"  # reason (the planner's, when it gave one)
+    SHUTTING_DOWN = "shutting_down"  # a new request while the process stops
+    STORE_DOWN = "store_down"
+    GAVE_UP = "gave_up"  # attempts
+    EVAL_ABORTED = "eval_aborted"  # count, reason
+    HUB_HTTP = "hub_http"  # endpoint, status, task
+    HUB_UNREACHABLE = "hub_unreachable"  # endpoint, cause
+    HUB_UNREADABLE = "hub_unreadable"  # endpoint, task
+    LLM_TOO_SLOW = "llm_too_slow"  # host, seconds, attempts, allowed
+    LLM_TIMED_OUT = "llm_timed_out"  # host, seconds, attempts, partial
+    LLM_UNREADABLE = "llm_unreadable"  # host, cause (or detail)
+    LLM_NO_ANSWER = "llm_no_answer"  # host
+    LLM_NO_MODEL = "llm_no_model"  # host
+    LLM_BUDGET_USED = "llm_budget_used"  # host, tokens
+    LLM_BROKE_OFF = "llm_broke_off"  # host, cause
+    LLM_FAILED = "llm_failed"  # detail (core.llm words the SDK's failures)
+    # worded by the raiser (subclasses not coded yet: QuotaExceeded, SettingError)
+    MESSAGE = "message"  # detail
+
+    def words(self, fields: ErrorFields) -> str:
+        return _WORDS[self](fields)
+
+
+class _Coded(BotError):
+    """An error that carries a :class:`Code` and its :class:`ErrorFields`.
+
+    A plain string is still taken (``QuotaExceeded("…")``): it becomes
+    :attr:`ErrorCode.MESSAGE` with the string as its ``detail``."""
+
+    code: Code
+    fields: ErrorFields
+
+    def __init__(self, code: Code | str, /, **fields: Unpack[ErrorFields]) -> None:
+        if not isinstance(code, Code):
+            code, fields = ErrorCode.MESSAGE, {"detail": code}
+        super().__init__(code)
+        self.code = code
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return self.code.words(self.fields)
+
+
+class RunFailed(_Coded):
+    """The whole request failed; ``str()`` is what the user is told."""
+
+
+class InputRejected(_Coded):
+    """A user's input (attachment, text, command) was refused; ``str()`` says why."""
+
+
+def wording(code: Code, /, **fields: Unpack[ErrorFields]) -> str:
+    """The English for ``code`` with ``fields`` (what ``str(err)`` says)."""
+    return code.words(fields)
+
+
+# ---------------------------------------------------------------- the words
+
+
+def format_size(n: int) -> str:
+    """Bytes as people read them: ``31.2 MB``, ``25 MB``, ``900 KB``."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
+
+
+def format_duration(seconds: float) -> str:
+    """``10 min``, ``2 min 30 s``, ``45 s``."""
+    total = round(seconds)
+    minutes, secs = divmod(total, 60)
+    if not minutes:
+        return f"{secs} s"
+    return f"{minutes} min" + (f" {secs} s" if secs else "")
+
+
+def format_seconds(seconds: float) -> str:
+    """``45 s`` from ten seconds on, ``0.3 s`` or ``2 s`` below."""
+    if seconds >= 10:
+        return f"{seconds:.0f} s"
+    return f"{round(seconds, 1):g} s"
+
+
+def _waited(f: ErrorFields) -> str:
+    """``45 s (2 attempts)``."""
+    n = f.get("attempts", 1)
+    return f"{format_seconds(f['seconds'])} ({n} attempt{'' if n == 1 else 's'})"
+
+
+def _too_large(f: ErrorFields) -> str:
+    if "size" not in f:
+        return f"{f['file']} is larger than the limit of {format_size(f['limit'])}"
+    return f"{f['file']} is {format_size(f['size'])}; the limit is {format_size(f['limit'])}"
+
+
+def _not_kind(f: ErrorFields) -> str:
+    kind, content = f["kind"], f["content"]
+    if kind == "image":
+        return f"{f['file']} is not an image: its content looks like {content}"
+    article = "an" if kind[0] in "aeiou" else "a"
+    return f"{f['file']} is not {article} {kind} file: its content looks like {content}"
+
+
+def _image_too_large(f: ErrorFields) -> str:
+    if "width" not in f:
+        return (
+            f"{f['file']} is too large in pixels (at most {f['limit']:,} are accepted); "
+            "send a smaller image"
+        )
+    return (
+        f"{f['file']} is {f['width']}×{f['height']} pixels; at most {f['limit']:,} are "
+        "accepted, send a smaller image"
+    )
+
+
+def _too_long(f: ErrorFields) -> str:
+    cap = format_duration(f["seconds"])
+    return (
+        f"{f['file']} is longer than {cap}; {f['kind']} of up to {cap} is accepted, "
+        "send a shorter clip"
+    )
+
+
+def _llm(f: ErrorFields) -> str:
+    return f"The language model at {f['host']}"
+
+
+def _unreadable(f: ErrorFields) -> str:
+    why = f" ({f['cause']})" if "cause" in f else ""
+    return f"{_llm(f)} sent an answer that could not be read{why}"
+
+
+_WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
+    ErrorCode.FILE_TOO_LARGE: _too_large,
+    ErrorCode.FILE_EMPTY: lambda f: f"{f['file']} is empty",
+    ErrorCode.FILE_NOT_KIND: _not_kind,
+    ErrorCode.IMAGE_FORMAT: lambda f: (
+        f"{f['file']} is a {f['format'].upper()} image, which can't be read here; "
+        "send it as PNG or JPEG"
+    ),
+    ErrorCode.IMAGE_TOO_LARGE: _image_too_large,
+    ErrorCode.FILE_DAMAGED: lambda f: (
+        f"{f['file']} could not be read as {f['format'].upper()}: the file is damaged or truncated"
+    ),
+    ErrorCode.MEDIA_TOO_LONG: _too_long,
+    ErrorCode.AUDIO_TOO_DENSE: lambda f: (
+        f"{f['file']} holds too much sound data to process (very many channels or a very "
+        "high sample rate); send it as ordinary stereo audio"
+    ),
+    ErrorCode.VIDEO_FRAMES_TOO_LARGE: lambda f: (
+        f"{f['file']} has frames of more than {f['limit']:,} pixels; send a smaller video"
+    ),
+    ErrorCode.TOO_MANY_FILES: lambda f: (
+        f"That is {f['count']} files; I take at most {f['limit']} per message."
+    ),
+    ErrorCode.MESSAGE_TOO_LONG: lambda f: (
+        f"Your message is {f['count']:,} characters long; the limit is {f['limit']:,}. "
+        "Attach long documents as a .txt file or shorten the message."
+    ),
+    ErrorCode.MESSAGE_EMPTY: lambda f: (
+        "Your message is empty: tell me what you would like me to do."
+    ),
+    ErrorCode.USAGE_ADMINS_ONLY: lambda f: (
+        "Only the server's admins can see the whole server's usage."
+    ),
+    ErrorCode.SETTINGS_ADMINS_ONLY: lambda f: "Only the server's admins can change its settings.",
+    ErrorCode.SETTINGS_NO_SERVER: lambda f: (
+        "Settings are per server: there is none here (a direct message)."
+    ),
+    ErrorCode.BAD_PERIOD: lambda f: f["reason"],  # core.usage.parse_since words it
+    ErrorCode.PLAN_STALE: lambda f: f"That plan cannot run here any more: {f['reason']}",
+    ErrorCode.BAD_RATING: lambda f: f"feedback is 'good' or 'bad', not {f['value']!r}",
+    ErrorCode.NO_PLAN: lambda f: f.get("reason") or "I could not turn your request into a plan.",
+    ErrorCode.SHUTTING_DOWN: lambda f: (
+        "I'm restarting right now; please send that again in a minute."
+    ),
+    ErrorCode.STORE_DOWN: lambda f: (
+        "I can't reach the conversation history database right now, so I can't work on this "
+        "safely. Please try again in a moment."
+    ),
+    ErrorCode.GAVE_UP: lambda f: (
+        f"I could not finish this after {f['attempts']} attempts; please send it again."
+    ),
+    ErrorCode.EVAL_ABORTED: lambda f: (
+        f"the language model failed on the first {f['count']} requests, stopping: {f['reason']}"
+    ),
+    ErrorCode.HUB_HTTP: lambda f: (
+        f"the Hub at {f['endpoint']} answered HTTP {f['status']} while listing {f['task']} "
+        "models; try again later"
+    ),
+    ErrorCode.HUB_UNREACHABLE: lambda f: (
+        f"could not reach the Hub at {f['endpoint']} ({f['cause']}); "
+        "check the network or HF_ENDPOINT"
+    ),
+    ErrorCode.HUB_UNREADABLE: lambda f: (
+        f"the Hub at {f['endpoint']} sent an unreadable model list for {f['task']}"
+    ),
+    ErrorCode.LLM_TOO_SLOW: lambda f: (
+        f"{_llm(f)} took too long: {_waited(f)} of the {format_seconds(f['allowed'])} allowed"
+    ),
+    ErrorCode.LLM_TIMED_OUT: lambda f: (
+        f"{_llm(f)} did not {'finish its answer' if f.get('partial') else 'answer'} "
+        f"within {_waited(f)}"
+    ),
+    ErrorCode.LLM_UNREADABLE: _unreadable,
+    ErrorCode.LLM_NO_ANSWER: lambda f: f"{_llm(f)} returned no answer",
+    ErrorCode.LLM_NO_MODEL: lambda f: (
+        f"The language model server at {f['host']} lists no model: set LLM_MODEL"
+    ),
+    ErrorCode.LLM_BUDGET_USED: lambda f: (
+        f"{_llm(f)} used its whole budget of {f['tokens']} completion tokens without "
+        "writing an answer (lower LLM_REASONING_EFFORT, or use another model)"
+    ),
+    ErrorCode.LLM_BROKE_OFF: lambda f: (
+        f"{_llm(f)} stopped in the middle of its answer ({f['cause']})"
+    ),
+    ErrorCode.LLM_FAILED: lambda f: f["detail"],  # core.llm words the SDK's failure
+    ErrorCode.MESSAGE: lambda f: f["detail"],
+}
+
+
+# ------------------------------------------------------------ other errors
 
 
 class StoreUnavailable(BotError):

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.errors import LeaseLost, StoreRejected, StoreUnavailable
+from core.errors import ErrorCode, LeaseLost, StoreRejected, StoreUnavailable, wording
 from core.lease_holder import gone, owner_name
 from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
 from core.store.models import utcnow
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 Outcome = JobOutcome  # "done" | "elsewhere" | "deferred"
 __all__ = ["JobRunner", "Outcome", "TurnJob", "TurnQueue"]
 
-GAVE_UP = "I could not finish this after {n} attempts; please send it again."
 FINISH_TRIES = 3
 HOLD = 30.0  # seconds an accepted job waits for its adapter's process() call
 
@@ -519,7 +518,7 @@ class TurnQueue:
             if job.attempts > self.max_attempts:
                 error = f"gave up after {job.attempts - 1} attempts"
                 log.error("job %s: %s", job.id, error)
-                await runner.give_up(job, GAVE_UP.format(n=job.attempts - 1))
+                await runner.give_up(job, wording(ErrorCode.GAVE_UP, attempts=job.attempts - 1))
             else:
                 await runner.run(job)
         except LeaseLost:

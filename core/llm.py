@@ -71,7 +71,7 @@ from openai.types.completion_usage import CompletionUsage
 from openai.types.shared_params import ResponseFormatJSONObject
 
 from core import telemetry
-from core.errors import ConfigError, RunFailed
+from core.errors import ConfigError, ErrorCode, RunFailed
 from core.http_client import async_client
 from core.llm_server import (
     Fault,
@@ -320,7 +320,6 @@ class LLM:
         retries = 0
         adaptations = 0
         started = time.monotonic()
-        who = f"The language model at {self.host}"
         streamed = _Streamed(on_delta) if on_delta is not None else None
         while True:
             remaining = deadline.remaining()
@@ -328,9 +327,13 @@ class LLM:
                 log.warning(
                     "llm %s: no time left for another attempt (%s)", self.host, deadline.waited()
                 )
-                allowed = format_seconds(deadline.budget)
-                waited = deadline.waited()
-                raise RunFailed(f"{who} took too long: {waited} of the {allowed} allowed")
+                raise RunFailed(
+                    ErrorCode.LLM_TOO_SLOW,
+                    host=self.host,
+                    seconds=min(deadline.elapsed(), deadline.budget),
+                    attempts=deadline.attempts,
+                    allowed=deadline.budget,
+                )
             sent = self._params(cap, wanted, stream=streamed is not None)
             with telemetry.llm_call(
                 model,
@@ -363,11 +366,13 @@ class LLM:
                         self.host,
                         time.monotonic() - started,
                     )
-                    if streamed is not None and streamed.emitted:
-                        raise RunFailed(
-                            f"{who} did not finish its answer within {deadline.waited()}"
-                        ) from exc
-                    raise RunFailed(f"{who} did not answer within {deadline.waited()}") from exc
+                    raise RunFailed(
+                        ErrorCode.LLM_TIMED_OUT,
+                        host=self.host,
+                        seconds=min(deadline.elapsed(), deadline.budget),
+                        attempts=deadline.attempts,
+                        partial=streamed is not None and streamed.emitted,
+                    ) from exc
                 except openai.OpenAIError as exc:
                     usage.add(0, 0)
                     call.fail(exc)
@@ -409,7 +414,8 @@ class LLM:
                         # a retryable failure that outlasted the retries or the deadline
                         spent = format_seconds(deadline.elapsed())
                         message += f" ({deadline.attempts} attempts in {spent})"
-                    raise RunFailed(message + self._unreachable_advice(exc)) from exc
+                    detail = message + self._unreachable_advice(exc)
+                    raise RunFailed(ErrorCode.LLM_FAILED, detail=detail) from exc
                 except Exception as exc:
                     # What the SDK could not even parse: a 200 with JSON that does
                     # not parse, a body it cannot decode.  The server is at fault.
@@ -423,7 +429,7 @@ class LLM:
                         exc_info=log.isEnabledFor(logging.DEBUG),
                     )
                     raise RunFailed(
-                        f"{who} sent an answer that could not be read ({type(exc).__name__})"
+                        ErrorCode.LLM_UNREADABLE, host=self.host, cause=type(exc).__name__
                     ) from exc
                 return self._read(response, usage, sent, model, time.monotonic() - started, call)
 
@@ -469,11 +475,10 @@ class LLM:
                 ids = []
             except openai.OpenAIError as exc:
                 message = self._describe(exc, Fault.of(exc), "?", 0)
-                raise RunFailed(message + self._unreachable_advice(exc)) from exc
+                detail = message + self._unreachable_advice(exc)
+                raise RunFailed(ErrorCode.LLM_FAILED, detail=detail) from exc
             if not ids:
-                raise RunFailed(
-                    f"The language model server at {self.host} lists no model: set LLM_MODEL"
-                )
+                raise RunFailed(ErrorCode.LLM_NO_MODEL, host=self.host)
             self.model = ids[0]
             log.info("llm %s: using model %s (the first it lists)", self.host, self.model)
             return self.model
@@ -520,7 +525,8 @@ class LLM:
             return cap
         if prompt + MIN_ANSWER_ROOM > n_ctx:
             log.warning("llm %s: prompt of ~%d tokens exceeds context %d", self.host, prompt, n_ctx)
-            raise RunFailed(overflow_message(self.host, prompt, n_ctx, estimated=True))
+            detail = overflow_message(self.host, prompt, n_ctx, estimated=True)
+            raise RunFailed(ErrorCode.LLM_FAILED, detail=detail)
         return cap if cap is None else min(cap, n_ctx - prompt)
 
     def _params(self, cap: int | None, wanted_format: int, *, stream: bool = False) -> _Sent:
@@ -683,11 +689,10 @@ class LLM:
         call: telemetry.LLMCall,
     ) -> str:
         """The text of a completion; RunFailed when the answer is unreadable."""
-        who = f"The language model at {self.host}"
         if not isinstance(response, ChatCompletion):  # e.g. an HTML page served with 200
             usage.add(0, 0)
             log.warning("llm %s answered something that is not a chat completion", self.host)
-            raise RunFailed(f"{who} sent an answer that could not be read (not a chat completion)")
+            raise RunFailed(ErrorCode.LLM_UNREADABLE, host=self.host, cause="not a chat completion")
         tokens = getattr(response, "usage", None)
         prompt_tokens = as_int(getattr(tokens, "prompt_tokens", None)) or 0
         completion_tokens = as_int(getattr(tokens, "completion_tokens", None)) or 0
@@ -714,18 +719,15 @@ class LLM:
             finish,
         )
         if first is None:
-            raise RunFailed(f"{who} returned no answer")
+            raise RunFailed(ErrorCode.LLM_NO_ANSWER, host=self.host)
         if not isinstance(message, ChatCompletionMessage) or (
             content is not None and not isinstance(content, str)
         ):
-            raise RunFailed(f"{who} sent an answer that could not be read")
+            raise RunFailed(ErrorCode.LLM_UNREADABLE, host=self.host)
         if finish == "length":
             if not (content or "").strip():
                 self.reasons = True  # it thought the whole cap away: leave room next time
-                raise BudgetExhausted(
-                    f"{who} used its whole budget of {sent.cap} completion tokens without "
-                    "writing an answer (lower LLM_REASONING_EFFORT, or use another model)"
-                )
+                raise BudgetExhausted(ErrorCode.LLM_BUDGET_USED, host=self.host, tokens=sent.cap)
             log.info("llm %s: answer cut at the cap of %s tokens", self.host, sent.cap)
         return content or ""
 
@@ -733,9 +735,7 @@ class LLM:
         """A streamed answer that failed after its first words."""
         cause = _cause(exc) if isinstance(exc, openai.OpenAIError) else type(exc).__name__
         log.warning("llm %s: the streamed answer broke off (%s)", self.host, cause)
-        return RunFailed(
-            f"The language model at {self.host} stopped in the middle of its answer ({cause})"
-        )
+        return RunFailed(ErrorCode.LLM_BROKE_OFF, host=self.host, cause=cause)
 
     # ------------------------------------------------------------- probes
     async def _get_json(self, url: str) -> object:

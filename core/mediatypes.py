@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
-from core.errors import InputRejected
+from core.errors import ErrorCode, InputRejected
+from core.errors import format_size as format_size  # read here by its callers
 
 IMAGE = "image"
 AUDIO = "audio"
@@ -224,14 +225,6 @@ def _sniff_text(data: bytes) -> MediaType | None:
     return PLAIN
 
 
-def format_size(n: int) -> str:
-    """Bytes as people read them: ``31.2 MB``, ``25 MB``, ``900 KB``."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} bytes"
-
-
 def _claimed_kind(name: str, declared_mime: str | None) -> str | None:
     """image/audio/video if the name or the declared type says so."""
     for mime in (declared_mime, mimetypes.guess_type(name)[0]):
@@ -255,15 +248,6 @@ def describe(mt: MediaType | None) -> str:
         "application/gzip": "a gzip archive",
         "image/svg+xml": "an SVG drawing",
     }.get(mt.mime, f"a {mt.ext.upper()} file")
-
-
-def format_duration(seconds: float) -> str:
-    """``10 min``, ``2 min 30 s``, ``45 s``."""
-    total = round(seconds)
-    minutes, secs = divmod(total, 60)
-    if not minutes:
-        return f"{secs} s"
-    return f"{minutes} min" + (f" {secs} s" if secs else "")
 
 
 def _ext_of(name: str) -> str:
@@ -292,19 +276,14 @@ def inspect_attachment(
     worker thread.
     """
     if len(data) > max_bytes:
-        raise InputRejected(
-            f"{name} is {format_size(len(data))}; the limit is {format_size(max_bytes)}"
-        )
+        raise InputRejected(ErrorCode.FILE_TOO_LARGE, file=name, size=len(data), limit=max_bytes)
     if not data:
-        raise InputRejected(f"{name} is empty")
+        raise InputRejected(ErrorCode.FILE_EMPTY, file=name)
     found = sniff(data)
     claimed = _claimed_kind(name, declared_mime)
     if claimed is not None and (found is None or found.kind in (TEXT, FILE)):
-        article = "an" if claimed[0] in "aeiou" else "a"
         raise InputRejected(
-            f"{name} is not {article} {claimed} file: its content looks like {describe(found)}"
-            if claimed != IMAGE
-            else f"{name} is not an image: its content looks like {describe(found)}"
+            ErrorCode.FILE_NOT_KIND, file=name, kind=claimed, content=describe(found)
         )
     if found is None:
         return MediaType(FILE, "application/octet-stream", _ext_of(name) or "bin")
@@ -360,31 +339,22 @@ def verify_image(data: bytes, found: MediaType, max_pixels: int) -> tuple[int, i
 
 def _check_image(name: str, found: MediaType, data: bytes, max_pixels: int) -> None:
     if found.mime not in _PIL_FORMATS:
-        raise InputRejected(
-            f"{name} is a {found.ext.upper()} image, which can't be read here; "
-            "send it as PNG or JPEG"
-        )
+        raise InputRejected(ErrorCode.IMAGE_FORMAT, file=name, format=found.ext)
     try:
         verify_image(data, found, max_pixels)
     except TooManyPixels as exc:
         if exc.size is None:
-            raise InputRejected(
-                f"{name} is too large in pixels (at most {exc.limit:,} are accepted); "
-                "send a smaller image"
-            ) from None
+            raise InputRejected(ErrorCode.IMAGE_TOO_LARGE, file=name, limit=exc.limit) from None
         width, height = exc.size
         raise InputRejected(
-            f"{name} is {width}×{height} pixels; at most {max_pixels:,} are "
-            "accepted, send a smaller image"
+            ErrorCode.IMAGE_TOO_LARGE, file=name, width=width, height=height, limit=max_pixels
         ) from None
     except ValueError as exc:
         raise _damaged(name, found) from exc
 
 
 def _damaged(name: str, found: MediaType) -> InputRejected:
-    return InputRejected(
-        f"{name} could not be read as {found.ext.upper()}: the file is damaged or truncated"
-    )
+    return InputRejected(ErrorCode.FILE_DAMAGED, file=name, format=found.ext)
 
 
 def _check_audio(name: str, found: MediaType, data: bytes, max_seconds: float) -> None:
@@ -396,15 +366,9 @@ def _check_audio(name: str, found: MediaType, data: bytes, max_seconds: float) -
         raise _damaged(name, found) from exc
     if measured.whole:
         return
-    cap = format_duration(max_seconds)
     if measured.seconds > max_seconds:
-        raise InputRejected(
-            f"{name} is longer than {cap}; audio of up to {cap} is accepted, send a shorter clip"
-        )
-    raise InputRejected(
-        f"{name} holds too much sound data to process (very many channels or a very "
-        "high sample rate); send it as ordinary stereo audio"
-    )
+        raise InputRejected(ErrorCode.MEDIA_TOO_LONG, file=name, kind=AUDIO, seconds=max_seconds)
+    raise InputRejected(ErrorCode.AUDIO_TOO_DENSE, file=name)
 
 
 def _check_video(
@@ -426,14 +390,9 @@ def _check_video(
         _check_audio(name, sound, data, max_audio_seconds)
         return sound
     except FramesTooLarge:
-        raise InputRejected(
-            f"{name} has frames of more than {max_pixels:,} pixels; send a smaller video"
-        ) from None
+        raise InputRejected(ErrorCode.VIDEO_FRAMES_TOO_LARGE, file=name, limit=max_pixels) from None
     except ValueError as exc:
         raise _damaged(name, found) from exc
     if not measured.whole:
-        cap = format_duration(max_seconds)
-        raise InputRejected(
-            f"{name} is longer than {cap}; video of up to {cap} is accepted, send a shorter clip"
-        )
+        raise InputRejected(ErrorCode.MEDIA_TOO_LONG, file=name, kind=VIDEO, seconds=max_seconds)
     return found

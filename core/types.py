@@ -162,12 +162,19 @@ class AnswerDelta:
     kind: Literal["answer_delta"] = field(default="answer_delta", init=False, repr=False)
 
 
+class DiscardReason(StrEnum):
+    """Why the words streamed so far were void."""
+
+    BROKE_OFF = "broke_off"  # the call failed midway
+    ECHOED = "echoed"  # the model echoed its prompt's markup
+
+
 @dataclass(frozen=True, slots=True)
 class AnswerDiscarded:
-    """What :class:`AnswerDelta` events said so far is void (the stream broke
-    off, or the model echoed its prompt): the reply's text replaces it."""
+    """What :class:`AnswerDelta` events said so far is void (``reason``): the
+    reply's text (the answer built from the results) replaces it."""
 
-    reason: str
+    reason: DiscardReason = DiscardReason.BROKE_OFF
     kind: Literal["answer_discarded"] = field(default="answer_discarded", init=False, repr=False)
 
 

@@ -4,8 +4,8 @@ Each platform decides *whether* a URL may be fetched (its own hosts only)
 and with which headers; this reads it without ever holding more than the
 cap: a declared ``Content-Length`` over it is refused before the body, and
 the stream is cut the moment it grows past it (declared sizes may lie).
-Every failure is an :class:`~core.errors.InputRejected` whose message is for
-the person; the bytes are checked again by the agent before being trusted.
+Every failure is an :class:`~core.errors.InputRejected` with a code (worded
+in :mod:`adapters.chat.messages`); the bytes are checked again by the agent before being trusted.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from adapters.chat.render import human_size
-from core.errors import InputRejected
+from adapters.chat.messages import ChatCode
+from core.errors import ErrorCode, InputRejected
 from core.types import Attachment
 
 CHUNK = 64 * 1024
@@ -26,9 +26,10 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def too_large(name: str, size: int | None, cap: int) -> InputRejected:
+    """``name`` is over ``cap`` bytes (``size``: None when only the stream said so)."""
     if size is None:
-        return InputRejected(f"{name} is larger than the limit of {human_size(cap)}.")
-    return InputRejected(f"{name} is {human_size(size)}; the limit is {human_size(cap)}.")
+        return InputRejected(ErrorCode.FILE_TOO_LARGE, file=name, limit=cap)
+    return InputRejected(ErrorCode.FILE_TOO_LARGE, file=name, size=size, limit=cap)
 
 
 async def fetch_capped(
@@ -52,7 +53,7 @@ async def fetch_capped(
         async with asyncio.timeout(seconds):
             return await _fetch(session, url, name, cap, source, headers, may_follow)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise InputRejected(f"{name} could not be downloaded from {source}.") from exc
+        raise InputRejected(ChatCode.DOWNLOAD_FAILED, file=name, source=source) from exc
 
 
 async def _fetch(
@@ -73,12 +74,12 @@ async def _fetch(
                 if not may_follow(url):
                     host = urlsplit(url).hostname or "?"
                     raise InputRejected(
-                        f"{name} could not be downloaded: {source} sent it to another host ({host})."
+                        ChatCode.REDIRECTED_AWAY, file=name, source=source, host=host
                     )
                 continue
             if response.status != 200:
                 raise InputRejected(
-                    f"{name} could not be downloaded from {source} (HTTP {response.status})."
+                    ChatCode.DOWNLOAD_FAILED, file=name, source=source, status=response.status
                 )
             if response.content_length is not None and response.content_length > cap:
                 raise too_large(name, response.content_length, cap)
@@ -88,7 +89,7 @@ async def _fetch(
                 if len(data) > cap:
                     raise too_large(name, None, cap)
             return bytes(data), (response.content_type or "").lower()
-    raise InputRejected(f"{name} could not be downloaded from {source}: too many redirects.")
+    raise InputRejected(ChatCode.TOO_MANY_REDIRECTS, file=name, source=source)
 
 
 async def download_all(downloads: Sequence[Awaitable[Attachment]]) -> tuple[Attachment, ...]:

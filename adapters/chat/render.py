@@ -12,7 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapters.chat.board import Board, Opening
+from adapters.chat.messages import CANNOT_TAKE as CANNOT_TAKE  # read here by the platforms
+from adapters.chat.messages import RESTARTING, SORRY, error_text
 from adapters.chat.text import shorten
+from core.errors import InputRejected, RunFailed, format_seconds, format_size
 from core.types import (
     ModelChoice,
     Notice,
@@ -46,27 +49,9 @@ OPENING = {
     Opening.DOWNLOADING: ("⏳", "Downloading your files"),
     Opening.RESUMING: ("🔄", "Resuming your request after a restart"),
 }
-RESTARTING = (
-    "I'm restarting right now; I'll finish this as soon as I'm back (no need to send it again)"
-)
-SORRY = "Sorry, something went wrong on my side (request {rid}). The details are in the log."
-CANNOT_TAKE = "I can't take requests right now; please try again in a minute."
 ERROR_ICON = "❌"
-
-
-def seconds(value: float) -> str:
-    """``45 s`` from ten seconds on, ``0.3 s`` or ``2 s`` below."""
-    if value >= 10:
-        return f"{value:.0f} s"
-    return f"{round(value, 1):g} s"
-
-
-def human_size(size: int) -> str:
-    """``1.5 MB``, ``120 KB``, ``512 bytes`` (binary units)."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{size} bytes"
+seconds = format_seconds  # ``45 s``, ``0.3 s``
+human_size = format_size  # ``1.5 MB``, ``512 bytes``
 
 
 def plural(n: int, word: str) -> str:
@@ -155,9 +140,16 @@ class Renderer:
             head += f"\n{'' if self.terminal else 'ℹ️ '}{self.markup.escape(plan_note(note))}"
         return self._with_tasks(head, reply.tasks, limit)
 
-    def failed(self, reason: str, tasks: Sequence[TaskState | TaskRecord], limit: int) -> str:
+    def failed(
+        self,
+        reason: str | InputRejected | RunFailed,
+        tasks: Sequence[TaskState | TaskRecord],
+        limit: int,
+    ) -> str:
         """The status message's last state when the request failed or was
-        refused: the reason, then the tasks that ran."""
+        refused: the reason (an error: its words), then the tasks that ran."""
+        if not isinstance(reason, str):
+            reason = error_text(reason)
         head = f"{ERROR_ICON} {self.markup.escape(shorten(reason, min(limit // 2, 1500)))}"
         return self._with_tasks(head, tasks, limit)
 

@@ -1,8 +1,8 @@
 """User attachments in: checked before download, fetched only from Discord's
 CDN, streamed with a byte cap (:mod:`adapters.chat.download`).
 
-:func:`check_attachments` is pure (declared sizes, hosts, count) so it runs
-before the interaction is deferred and a refusal can be ephemeral right away.
+:func:`refusal` is pure (declared sizes, hosts, count) so it runs before the
+interaction is deferred and a refusal can be ephemeral right away.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from adapters.chat.download import download_all, fetch_capped, too_large
-from adapters.chat.render import human_size
+from adapters.chat.messages import ChatCode, error_text
 from adapters.discord.config import DiscordConfig
-from core.errors import InputRejected
+from core.errors import ErrorCode, InputRejected
 from core.types import Attachment
 
 
@@ -42,19 +42,30 @@ def _allowed_url(url: str, config: DiscordConfig) -> bool:
     return parts.scheme in config.cdn_schemes and (parts.hostname or "") in config.cdn_hosts
 
 
-def check_attachments(attachments: Sequence[AttachmentLike], config: DiscordConfig) -> str | None:
-    """Why these attachments are refused (a message for the user), or None."""
+CDN = "Discord's CDN"  # where an attachment must come from
+
+
+def refusal(attachments: Sequence[AttachmentLike], config: DiscordConfig) -> InputRejected | None:
+    """Why these attachments are refused, or None."""
+    cap = config.max_attachment_bytes
     if len(attachments) > config.max_attachments:
-        return f"Please attach at most {config.max_attachments} files."
+        return InputRejected(
+            ErrorCode.TOO_MANY_FILES, count=len(attachments), limit=config.max_attachments
+        )
     for att in attachments:
-        if att.size > config.max_attachment_bytes:
-            return (
-                f"{att.filename} is {human_size(att.size)}; the limit is "
-                f"{human_size(config.max_attachment_bytes)}."
+        if att.size > cap:
+            return InputRejected(
+                ErrorCode.FILE_TOO_LARGE, file=att.filename, size=att.size, limit=cap
             )
         if not _allowed_url(att.url, config):
-            return f"{att.filename} is not hosted on Discord's CDN."
+            return InputRejected(ChatCode.NOT_HOSTED, file=att.filename, source=CDN)
     return None
+
+
+def check_attachments(attachments: Sequence[AttachmentLike], config: DiscordConfig) -> str | None:
+    """:func:`refusal` in words for the user, or None."""
+    refused = refusal(attachments, config)
+    return error_text(refused) if refused is not None else None
 
 
 def _mime(att: AttachmentLike) -> str:
@@ -70,7 +81,7 @@ async def download(
     """Fetch one attachment, never reading more than the cap (the declared size
     may lie; the stream is cut at the cap either way)."""
     if not _allowed_url(att.url, config):
-        raise InputRejected(f"{att.filename} is not hosted on Discord's CDN.")
+        raise InputRejected(ChatCode.NOT_HOSTED, file=att.filename, source=CDN)
     cap = config.max_attachment_bytes
     if att.size > cap:
         raise too_large(att.filename, att.size, cap)

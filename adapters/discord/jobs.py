@@ -25,11 +25,10 @@ import discord
 from pydantic import ConfigDict, Field, TypeAdapter
 
 from adapters.chat import run_turn
-from adapters.discord.incoming import check_attachments, download_each
+from adapters.discord.incoming import download_each, refusal
 from adapters.discord.places import conversation_key
 from adapters.discord.posted import FollowupLookup
 from adapters.discord.surface import MESSAGE_LIMIT, RENDERER, TOKEN_LIFETIME, DiscordSurface
-from core.errors import InputRejected
 from core.types import ConversationKey, Job, Notice, PlannedStep, Request
 
 if TYPE_CHECKING:
@@ -175,9 +174,9 @@ class DiscordRunner:
         refs = list(p.files)
 
         async def request() -> Request:
-            refusal = check_attachments(refs, bot.config)
-            if refusal:
-                raise InputRejected(refusal)
+            refused = refusal(refs, bot.config)
+            if refused is not None:
+                raise refused
             stored = job.inputs_stored  # a resumed job has its files already
             attachments = () if stored else await download_each(bot.http_session, refs, bot.config)
             return Request(

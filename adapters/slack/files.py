@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from adapters.chat.download import MAX_REDIRECTS, fetch_capped, too_large
+from adapters.chat.messages import ChatCode
 from adapters.slack.config import SlackConfig
 from core.errors import InputRejected
 from core.types import Attachment
@@ -87,16 +88,16 @@ async def download_file(
     name = str(file.get("name") or file.get("title") or file.get("id") or "file")
     declared = str(file.get("mimetype") or "application/octet-stream")
     if file.get("mode") == "external" or file.get("is_external"):
-        raise InputRejected(f"{name} is a link to an external service; upload the file itself")
+        raise InputRejected(ChatCode.EXTERNAL_LINK, file=name)
     size = file.get("size")
     cap = config.max_file_bytes
     if isinstance(size, int) and size > cap:
         raise too_large(name, size, cap)
     url = file.get("url_private_download") or file.get("url_private")
     if not url:
-        raise InputRejected(f"{name} can't be downloaded (Slack sent no file URL)")
+        raise InputRejected(ChatCode.NO_FILE_URL, file=name, source="Slack")
     if not config.may_send_token_to(url):
-        raise InputRejected(f"{name} is not hosted by Slack, so it was not downloaded")
+        raise InputRejected(ChatCode.NOT_HOSTED, file=name, source="Slack")
     token = {"Authorization": f"Bearer {config.bot_token}"}
     try:
         data, served = await fetch_capped(
@@ -114,9 +115,6 @@ async def download_file(
         raise
     found = sniff(data) if sniff is not None else ("text/html" if _looks_html(data) else None)
     if declared != "text/html" and "text/html" in (found, served):
-        raise InputRejected(
-            f"Slack sent a web page instead of {name}: the app is missing the "
-            "`files:read` scope. Ask a workspace admin to add it and reinstall the app."
-        )
+        raise InputRejected(ChatCode.SLACK_NO_FILES_SCOPE, file=name)
     mime = found if found is not None and found != "text/plain" else declared
     return Attachment(name=name, mime=mime, data=data)

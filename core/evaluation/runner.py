@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.errors import RunFailed
+from core.errors import ErrorCode, RunFailed
 from core.evaluation.datasets import EvalItem
 from core.evaluation.graphs import inconsistent_links, invented_tasks, plan_shape
 from core.llm import LLM
@@ -196,8 +196,7 @@ async def run_eval(
             if len(first) == ABORT_AFTER and all(r.llm_error for r in first) and not abort:
                 abort.append(
                     RunFailed(
-                        f"the language model failed on the first {ABORT_AFTER} requests, "
-                        f"stopping: {first[-1].llm_error}"
+                        ErrorCode.EVAL_ABORTED, count=ABORT_AFTER, reason=first[-1].llm_error or ""
                     )
                 )
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.errors import InputRejected
+from core.errors import ErrorCode, InputRejected
 from core.store.db import Database
 from core.store.models import Feedback, utcnow
 from core.store.repo import fit
@@ -40,7 +40,7 @@ class FeedbackStore:
         """Keep ``user_id``'s ``rating`` ("good" or "bad") of the answer to
         ``request_id`` (replacing their earlier one)."""
         if rating not in RATINGS:
-            raise InputRejected(f"feedback is 'good' or 'bad', not {rating!r}")
+            raise InputRejected(ErrorCode.BAD_RATING, value=rating)
         dialect = postgresql if self.db.dialect == "postgresql" else sqlite
         now = utcnow()
         stmt = dialect.insert(Feedback).values(

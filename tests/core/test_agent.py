@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.config import RESTARTING
+from core.errors import ErrorCode, wording
 from core.plan_schema import planning_token_cap
 from core.response import answer_cap
 from core.tasks import TaskTimeouts
@@ -517,7 +517,10 @@ async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: 
     assert running.done() and not running.result().error
     # the refused message is in the history too: nothing the user sent is lost
     other = await env.agent.repo.load_history(ConversationKey("cli", "local", "other"))
-    assert [(t.role, t.text) for t in other.turns] == [("user", "hello"), ("assistant", RESTARTING)]
+    assert [(t.role, t.text) for t in other.turns] == [
+        ("user", "hello"),
+        ("assistant", wording(ErrorCode.SHUTTING_DOWN)),
+    ]
 
 
 # ----------------------------------------------- current models, weak local models
