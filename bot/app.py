@@ -80,47 +80,18 @@ def llm_from_settings(settings: Settings) -> LLM:
         api_key=endpoint.api_key,
         base_url=endpoint.base_url,
         model=endpoint.model,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-        temperature=settings.llm_temperature,
-        reasoning_effort=settings.llm_reasoning_effort,
         hf_router=endpoint.hf_router,
+        **settings.into("llm"),  # LLM_TIMEOUT, LLM_MAX_RETRIES, …
     )
 
 
 def agent_config(settings: Settings) -> AgentConfig:
-    return AgentConfig(
-        top_k=settings.top_k,
-        selection=settings.model_selection,
-        selection_delay=settings.selection_delay,
-        concurrency=settings.max_concurrent_tasks,
-        max_parallel_tasks=settings.max_parallel_tasks,
-        result_cache_entries=settings.result_cache_entries,
-        result_cache_bytes=int(settings.result_cache_mb * 1024 * 1024),
-        task_timeouts=task_timeouts(settings),
-        max_tasks=settings.max_tasks_per_plan,
-        max_attachment_bytes=settings.max_attachment_bytes,
-        max_image_pixels=settings.max_image_pixels,
-        history_turns=settings.history_turns,
-        max_inflight_requests=settings.max_inflight_requests,
-        max_inflight_upload_bytes=int(settings.max_inflight_upload_mb * 1024 * 1024) or None,
-        job_lease_seconds=settings.job_lease_seconds,
-        job_poll_seconds=settings.job_poll_seconds,
-        requests_per_user_per_minute=settings.requests_per_user_per_minute,
-        requests_per_user_per_day=settings.requests_per_user_per_day,
-        llm_tokens_per_user_per_day=settings.llm_tokens_per_user_per_day,
-        requests_per_server_per_minute=settings.requests_per_server_per_minute,
-        requests_per_server_per_day=settings.requests_per_server_per_day,
-        llm_tokens_per_server_per_day=settings.llm_tokens_per_server_per_day,
-    )
+    """The settings marked ``Into("agent")``; the rest are AgentConfig's defaults."""
+    return AgentConfig(task_timeouts=task_timeouts(settings), **settings.into("agent"))
 
 
 def task_timeouts(settings: Settings) -> TaskTimeouts:
-    return TaskTimeouts(
-        classic=settings.task_timeout,
-        media=settings.media_task_timeout,
-        video=settings.video_task_timeout,
-    )
+    return TaskTimeouts(**settings.into("timeouts"))
 
 
 def router_from_settings(settings: Settings) -> ExpertRouter:
@@ -138,18 +109,9 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
         from core.experts.local import LocalExpert
 
         local = LocalExpert(
-            models_dir=settings.local_models_dir,
-            max_loaded=settings.local_max_models,
-            device=settings.local_device,
-            controlnet_base=settings.local_controlnet_base,
-            diffusion_steps=settings.local_diffusion_steps,
-            depth_model=settings.local_depth_model,
-            seg_model=settings.local_seg_model,
-            download=settings.local_download,
-            download_max_gb=settings.local_download_max_gb,
-            download_allow=settings.local_download_allow,
             hub_endpoint=settings.hf_endpoint,
             hub_token=token,
+            **settings.into("local"),  # the LOCAL_* settings
         )
     return ExpertRouter(settings.inference_mode, remote=remote, local=local)
 
@@ -163,20 +125,8 @@ def discord_config(settings: Settings) -> DiscordConfig:
     token = settings.discord_bot_token
     return DiscordConfig(
         token=token.get_secret_value() if token is not None else None,
-        dev_guild_ids=tuple(settings.discord_dev_guild_ids),
-        shard_ids=tuple(settings.discord_shard_ids) if settings.discord_shard_ids else None,
-        shard_count=settings.discord_shard_count,
-        access=AccessPolicy(
-            allowed_guilds=frozenset(settings.discord_allowed_guilds),
-            denied_guilds=frozenset(settings.discord_denied_guilds),
-            allowed_channels=frozenset(settings.discord_allowed_channels),
-            denied_channels=frozenset(settings.discord_denied_channels),
-            allowed_roles=frozenset(settings.discord_allowed_roles),
-            denied_roles=frozenset(settings.discord_denied_roles),
-        ),
-        admin_roles=frozenset(settings.discord_admin_roles),
-        max_attachment_bytes=settings.max_attachment_bytes,
-        api_base=settings.discord_api_base,
+        access=AccessPolicy(**settings.into("access")),
+        **settings.into("discord"),
     )
 
 
@@ -199,13 +149,7 @@ def slack_config(settings: Settings) -> SlackConfig:
             "(HTTP mode behind a load balancer) to receive Slack events."
         )
     return SlackConfig(
-        bot_token=token,
-        signing_secret=secret,
-        app_token=app_token,
-        http_port=settings.slack_http_port,
-        api_url=settings.slack_api_url,
-        max_file_bytes=settings.max_attachment_bytes,
-        admin_users=frozenset(settings.slack_admin_users),
+        bot_token=token, signing_secret=secret, app_token=app_token, **settings.into("slack")
     )
 
 

@@ -3,23 +3,74 @@
 One cached :func:`get_settings`; nothing reads the environment at import
 time, so tests build ``Settings(...)`` directly.  Every field has a default
 that works on a laptop; tokens are ``SecretStr`` so they never print.
+
+The settings come in groups (the LLM, Hugging Face, local inference, model
+selection, execution, quotas, input limits, storage, Discord, Slack, the
+process), one class each; :class:`Settings` is their union, so each
+environment variable is one field named after it (``HF_TOKEN`` is
+``hf_token``) and ``.env`` works as ever.  A setting that feeds a config
+class says so where it is declared (:class:`Into`): :meth:`Settings.into`
+builds that class's arguments from them, and where the config class lives
+in core (``AgentConfig``, ``TaskTimeouts``) the setting's default *is* the
+config class's default, so each is written once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from core.config import AgentConfig
+from core.tasks import TaskTimeouts
 
 IntList = Annotated[list[int], NoDecode]
 
 APP_NAME = "hugginggpt-bot"
 # Before DATA_DIR existed the store lived in ./data of the working directory.
 LEGACY_DATA_DIR = Path("data")
+MIB = 1024 * 1024
+
+# What a deployment gets when nothing is set: the core's own defaults.
+_AGENT = AgentConfig()
+_TIMEOUTS = TaskTimeouts()
+
+Target = Literal["agent", "timeouts", "llm", "local", "access", "discord", "slack"]
+
+
+@dataclass(frozen=True, slots=True)
+class Into:
+    """Marks a setting as an argument of a config class (by :data:`Target`):
+    ``name`` there (default: the setting's own), multiplied by ``scale``
+    (MiB → bytes), ``None`` where the setting is 0 and ``zero_is_none``, and
+    passed through ``convert`` (a list → ``frozenset``)."""
+
+    target: Target
+    name: str | None = None
+    scale: int = 1
+    zero_is_none: bool = False
+    convert: Callable[[Any], Any] | None = None
+
+    def value(self, value: Any) -> Any:
+        if self.zero_is_none and not value:
+            return None
+        if self.scale != 1:
+            value = int(value * self.scale)
+        return self.convert(value) if self.convert is not None and value is not None else value
 
 
 def default_data_dir() -> Path:
@@ -44,25 +95,25 @@ def _csv(value: object) -> object:
     return value
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        env_ignore_empty=True,
-        extra="ignore",
-        populate_by_name=True,
-    )
+class LLMSettings(BaseModel):
+    """The controller: any OpenAI-compatible endpoint; with only HF_TOKEN, the
+    HF router's /v1 (``bot.app.llm_endpoint`` chooses)."""
 
-    # --- LLM (any OpenAI-compatible endpoint; with only HF_TOKEN, the HF router's /v1) ---
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     llm_model: str | None = None  # unset: a current default for the endpoint in use
-    llm_timeout: float = 120.0  # one stage's whole budget (retries and a re-ask included)
-    llm_max_retries: int = 2
-    llm_temperature: float | None = None  # unset: no sampling parameter is sent
-    llm_reasoning_effort: str | None = None  # minimal | low | medium | high, where supported
+    # one stage's whole budget (retries and a re-ask included)
+    llm_timeout: Annotated[float, Into("llm", "timeout")] = 120.0
+    llm_max_retries: Annotated[int, Into("llm", "max_retries")] = 2
+    # unset: no sampling parameter is sent
+    llm_temperature: Annotated[float | None, Into("llm", "temperature")] = None
+    # minimal | low | medium | high, where supported
+    llm_reasoning_effort: Annotated[str | None, Into("llm", "reasoning_effort")] = None
 
-    # --- Hugging Face inference ---
+
+class HFSettings(BaseModel):
+    """Hugging Face inference: the hosted service, the Hub, the mode."""
+
     hf_token: SecretStr | None = None
     # a self-hosted server speaking the task API, replacing the service for every hosted call
     hf_inference_url: str | None = None
@@ -70,66 +121,124 @@ class Settings(BaseSettings):
     hf_router_url: str = "https://router.huggingface.co"  # Inference Providers (or a gateway)
     hf_provider: str = "auto"  # auto (your order on the Hub) or one provider's name
     inference_mode: Literal["remote", "local", "hybrid"] = "remote"
-    local_models_dir: Path | None = None
-    # local/hybrid: download weights from the Hub on first use (into the HF cache)
-    local_download: bool = True
-    local_download_max_gb: float = 20.0  # refuse models whose weights are larger
-    local_download_allow: Annotated[list[str], NoDecode] = []  # id patterns (fnmatch); empty: any
-    local_max_models: int = 2
-    local_device: str | None = None  # "cpu", "cuda", … (auto when unset)
-    # the Stable Diffusion base a bare ControlNet checkpoint is paired with (id or dir)
-    local_controlnet_base: str = "stable-diffusion-v1-5/stable-diffusion-v1-5"
-    local_diffusion_steps: int | None = None  # fewer steps = faster, rougher images
-    # the depth-estimation model (id or dir) that makes a depth/normal ControlNet's control image
-    local_depth_model: str | None = None
-    # the segmentation model (id or dir) that makes a seg ControlNet's control image
-    local_seg_model: str | None = None
 
-    # --- model selection ---
+
+class LocalSettings(BaseModel):
+    """Local inference (``INFERENCE_MODE=local`` or ``hybrid``):
+    ``core.experts.local.LocalExpert``'s arguments."""
+
+    local_models_dir: Annotated[Path | None, Into("local", "models_dir")] = None
+    # download weights from the Hub on first use (into the HF cache)
+    local_download: Annotated[bool, Into("local", "download")] = True
+    # refuse models whose weights are larger
+    local_download_max_gb: Annotated[float, Into("local", "download_max_gb")] = 20.0
+    # id patterns (fnmatch); empty: any
+    local_download_allow: Annotated[list[str], NoDecode, Into("local", "download_allow")] = []
+    local_max_models: Annotated[int, Into("local", "max_loaded")] = 2
+    local_device: Annotated[str | None, Into("local", "device")] = None  # auto when unset
+    # the Stable Diffusion base a bare ControlNet checkpoint is paired with (id or dir)
+    local_controlnet_base: Annotated[str, Into("local", "controlnet_base")] = (
+        "stable-diffusion-v1-5/stable-diffusion-v1-5"
+    )
+    # fewer steps = faster, rougher images
+    local_diffusion_steps: Annotated[int | None, Into("local", "diffusion_steps")] = None
+    # the depth-estimation model (id or dir) that makes a depth/normal ControlNet's control image
+    local_depth_model: Annotated[str | None, Into("local", "depth_model")] = None
+    # the segmentation model (id or dir) that makes a seg ControlNet's control image
+    local_seg_model: Annotated[str | None, Into("local", "seg_model")] = None
+
+    @field_validator("local_download_allow", mode="before")
+    @classmethod
+    def _local_csv(cls, value: object) -> object:
+        return _csv(value)
+
+
+class SelectionSettings(BaseModel):
+    """Model selection (``AgentConfig``'s defaults)."""
+
     model_catalog: Path | None = None
-    model_selection: Literal["llm", "downloads"] = "llm"
+    model_selection: Annotated[Literal["llm", "downloads"], Into("agent", "selection")] = "llm"
     # Independent tasks run this long on their most downloaded model before the
     # LLM is asked to choose; those done sooner need no choice (0: ask at once).
-    selection_delay: float = Field(default=1.0, ge=0)
-    top_k: int = 5
+    selection_delay: Annotated[float, Into("agent"), Field(ge=0)] = _AGENT.selection_delay
+    top_k: Annotated[int, Into("agent")] = _AGENT.top_k
 
-    # --- execution ---
-    max_concurrent_tasks: int = 4  # local inference calls at once in this process (CPU/GPU)
-    max_parallel_tasks: int = 8  # tasks of one request at once (hosted calls: no process limit)
-    result_cache_entries: int = 256  # model results reused within a conversation; 0: off
-    result_cache_mb: float = 64.0  # memory those results may hold; 0: off
+
+class ExecutionSettings(BaseModel):
+    """Running the plans and the durable turns (``AgentConfig``'s and
+    ``TaskTimeouts``' defaults)."""
+
+    # local inference calls at once in this process (CPU/GPU)
+    max_concurrent_tasks: Annotated[int, Into("agent", "concurrency")] = _AGENT.concurrency
+    # tasks of one request at once (hosted calls: no process limit)
+    max_parallel_tasks: Annotated[int, Into("agent")] = _AGENT.max_parallel_tasks
+    # model results reused within a conversation; 0: off
+    result_cache_entries: Annotated[int, Into("agent")] = _AGENT.result_cache_entries
+    # memory those results may hold (MiB); 0: off
+    result_cache_mb: Annotated[float, Into("agent", "result_cache_bytes", scale=MIB)] = (
+        _AGENT.result_cache_bytes / MIB
+    )
     # Turns one process runs at once; the rest queue in order.  A text request
     # holds little memory, so many may wait on the LLM and models at once (CPU
     # is the limit then); uploads are bounded by the byte budget below.
-    max_inflight_requests: int = 64
+    max_inflight_requests: Annotated[int, Into("agent")] = _AGENT.max_inflight_requests
     # Declared upload bytes (MiB) the running turns may hold between them (0: no
     # budget).  Measured (benchmarks/memory_admission.py, `run slack`): ~120 MB at
     # rest, and a request holds ~3x its uploads while downloading and decoding
     # them (170 MB for 3 x 20 MB PNGs), so 400 MiB of uploads should peak near
     # 120 + 3 x 420 MB, within 1.5 GB: 20 such requests at once peaked at 1.17 GB
     # (2.7 GB without a budget).  A bigger single request runs alone.
-    max_inflight_upload_mb: float = Field(default=400.0, ge=0)
-    job_lease_seconds: float = 60.0  # a dead process's turns are taken over after this
-    job_poll_seconds: float = 2.0  # how often a process looks for queued or orphaned turns
-    task_timeout: float = 120.0  # classic tasks (text, classification, detection…)
-    media_task_timeout: float = 300.0  # image and audio generation
-    video_task_timeout: float = 900.0  # video generation takes minutes
-    max_tasks_per_plan: int = 10
-    # Quotas, kept in the database (they hold across restarts and replicas); 0 turns one off.
-    # Admins (Discord Manage Server, SLACK_ADMIN_USERS, the terminal) are exempt.
-    requests_per_user_per_minute: int = 20
-    requests_per_user_per_day: int = 200
-    llm_tokens_per_user_per_day: int = 1_000_000
-    requests_per_server_per_minute: int = 60  # a Discord server or a Slack workspace
-    requests_per_server_per_day: int = 2_000
-    llm_tokens_per_server_per_day: int = 10_000_000
+    max_inflight_upload_mb: Annotated[
+        float,
+        Into("agent", "max_inflight_upload_bytes", scale=MIB, zero_is_none=True),
+        Field(ge=0),
+    ] = (_AGENT.max_inflight_upload_bytes or 0) / MIB
+    # a dead process's turns are taken over after this
+    job_lease_seconds: Annotated[float, Into("agent")] = _AGENT.job_lease_seconds
+    # how often a process looks for queued or orphaned turns
+    job_poll_seconds: Annotated[float, Into("agent")] = _AGENT.job_poll_seconds
+    # classic tasks (text, classification, detection…)
+    task_timeout: Annotated[float, Into("timeouts", "classic")] = _TIMEOUTS.classic
+    # image and audio generation
+    media_task_timeout: Annotated[float, Into("timeouts", "media")] = _TIMEOUTS.media
+    # video generation takes minutes
+    video_task_timeout: Annotated[float, Into("timeouts", "video")] = _TIMEOUTS.video
+    max_tasks_per_plan: Annotated[int, Into("agent", "max_tasks")] = _AGENT.max_tasks
 
-    # --- limits on input ---
-    max_attachment_bytes: int = 25 * 1024 * 1024
-    max_image_pixels: int = 40_000_000
-    history_turns: int = 10
 
-    # --- storage ---
+class QuotaSettings(BaseModel):
+    """Quotas, kept in the database (they hold across restarts and replicas);
+    0 turns one off.  Admins (Discord Manage Server or DISCORD_ADMIN_ROLES,
+    SLACK_ADMIN_USERS, the terminal) are exempt.  A "server" is a Discord
+    server or a Slack workspace."""
+
+    requests_per_user_per_minute: Annotated[int, Into("agent")] = (
+        _AGENT.requests_per_user_per_minute
+    )
+    requests_per_user_per_day: Annotated[int, Into("agent")] = _AGENT.requests_per_user_per_day
+    llm_tokens_per_user_per_day: Annotated[int, Into("agent")] = _AGENT.llm_tokens_per_user_per_day
+    requests_per_server_per_minute: Annotated[int, Into("agent")] = (
+        _AGENT.requests_per_server_per_minute
+    )
+    requests_per_server_per_day: Annotated[int, Into("agent")] = _AGENT.requests_per_server_per_day
+    llm_tokens_per_server_per_day: Annotated[int, Into("agent")] = (
+        _AGENT.llm_tokens_per_server_per_day
+    )
+
+
+class InputSettings(BaseModel):
+    """Limits on input, the same on every platform."""
+
+    max_attachment_bytes: Annotated[
+        int, Into("agent"), Into("discord"), Into("slack", "max_file_bytes")
+    ] = _AGENT.max_attachment_bytes
+    max_image_pixels: Annotated[int, Into("agent")] = _AGENT.max_image_pixels
+    history_turns: Annotated[int, Into("agent")] = _AGENT.history_turns
+
+
+class StoreSettings(BaseModel):
+    """The database and the media files."""
+
     # The SQLite database and media files. Unset: ./data when it already holds a
     # database or media (earlier versions kept them there), else the per-user directory.
     data_dir: Path | None = None
@@ -142,64 +251,8 @@ class Settings(BaseSettings):
     prune_min_age: float = 3600.0
     _data_dir_origin: str = PrivateAttr(default="")
 
-    # --- Discord ---
-    discord_bot_token: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("DISCORD_BOT_TOKEN", "DISCORD_TOKEN")
-    )
-    discord_dev_guild_ids: IntList = []
-    discord_shard_ids: Annotated[list[int] | None, NoDecode] = None
-    discord_shard_count: int | None = None
-    discord_allowed_guilds: IntList = []
-    discord_denied_guilds: IntList = []
-    discord_allowed_channels: IntList = []
-    discord_denied_channels: IntList = []
-    discord_allowed_roles: IntList = []
-    discord_denied_roles: IntList = []
-    discord_admin_roles: IntList = []  # members are admins (/config, server usage, no quotas)
-    discord_api_base: str | None = None  # REST API base override (self-hosted proxy, tests)
-
-    # --- Slack ---
-    slack_bot_token: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_http_port: int = 3000
-    slack_admin_users: Annotated[list[str], NoDecode] = []  # admins (usage, config, no quotas)
-    slack_api_url: str | None = None  # Web API base override (self-hosted proxy, tests)
-
-    shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
-    # --- the terminal's resident worker (`python -m bot serve`, docs/cli-worker.md) ---
-    cli_socket: Path | None = None  # unset: DATA_DIR/cli.sock
-    cli_worker_idle: float = Field(default=1800.0, ge=0)  # seconds idle before it exits; 0: never
-    # unset: INFO (the servers on stderr; ask, chat, doctor in DATA_DIR/logs/bot.log, bot.logs)
-    log_level: str | None = None
-    # --- observability ---
-    log_format: Literal["text", "json"] = "text"  # json: one JSON object a line (collectors)
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # unset: no /metrics
-    metrics_host: str = "127.0.0.1"  # 0.0.0.0 (or ::) to let another host scrape it
-    # OpenTelemetry spans (the otel extra) to this OTLP/HTTP collector; the other OTEL_*
-    # variables are read from the environment by the exporter itself
-    otel_exporter_otlp_endpoint: str | None = None
-
-    @field_validator(
-        "discord_dev_guild_ids",
-        "discord_shard_ids",
-        "discord_allowed_guilds",
-        "discord_denied_guilds",
-        "discord_allowed_channels",
-        "discord_denied_channels",
-        "discord_allowed_roles",
-        "discord_denied_roles",
-        "discord_admin_roles",
-        "local_download_allow",
-        "slack_admin_users",
-        mode="before",
-    )
-    @classmethod
-    def _split_csv(cls, value: object) -> object:
-        return _csv(value)
-
     @model_validator(mode="after")
-    def _resolve_data_dir(self) -> Settings:
+    def _resolve_data_dir(self) -> StoreSettings:
         if self.data_dir is not None:
             self.data_dir = self.data_dir.expanduser()
             self._data_dir_origin = "DATA_DIR"
@@ -233,6 +286,134 @@ class Settings(BaseSettings):
     def data_dir_origin(self) -> str:
         """Why ``data_dir`` is where it is (for the start-up log line)."""
         return self._data_dir_origin
+
+
+class DiscordSettings(BaseModel):
+    """``adapters.discord``'s config (``bot.app.discord_config``)."""
+
+    discord_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("DISCORD_BOT_TOKEN", "DISCORD_TOKEN")
+    )
+    discord_dev_guild_ids: Annotated[IntList, Into("discord", "dev_guild_ids", convert=tuple)] = []
+    discord_shard_ids: Annotated[
+        list[int] | None, NoDecode, Into("discord", "shard_ids", zero_is_none=True, convert=tuple)
+    ] = None
+    discord_shard_count: Annotated[int | None, Into("discord", "shard_count")] = None
+    discord_allowed_guilds: Annotated[
+        IntList, Into("access", "allowed_guilds", convert=frozenset)
+    ] = []
+    discord_denied_guilds: Annotated[
+        IntList, Into("access", "denied_guilds", convert=frozenset)
+    ] = []
+    discord_allowed_channels: Annotated[
+        IntList, Into("access", "allowed_channels", convert=frozenset)
+    ] = []
+    discord_denied_channels: Annotated[
+        IntList, Into("access", "denied_channels", convert=frozenset)
+    ] = []
+    discord_allowed_roles: Annotated[
+        IntList, Into("access", "allowed_roles", convert=frozenset)
+    ] = []
+    discord_denied_roles: Annotated[IntList, Into("access", "denied_roles", convert=frozenset)] = []
+    # members are admins (/config, server usage, no quotas)
+    discord_admin_roles: Annotated[IntList, Into("discord", "admin_roles", convert=frozenset)] = []
+    # REST API base override (self-hosted proxy, tests)
+    discord_api_base: Annotated[str | None, Into("discord", "api_base")] = None
+
+    @field_validator(
+        "discord_dev_guild_ids",
+        "discord_shard_ids",
+        "discord_allowed_guilds",
+        "discord_denied_guilds",
+        "discord_allowed_channels",
+        "discord_denied_channels",
+        "discord_allowed_roles",
+        "discord_denied_roles",
+        "discord_admin_roles",
+        mode="before",
+    )
+    @classmethod
+    def _discord_csv(cls, value: object) -> object:
+        return _csv(value)
+
+
+class SlackSettings(BaseModel):
+    """``adapters.slack``'s config (``bot.app.slack_config``, which also says
+    which token is missing)."""
+
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_http_port: Annotated[int, Into("slack", "http_port")] = 3000
+    # admins (usage, config, no quotas)
+    slack_admin_users: Annotated[
+        list[str], NoDecode, Into("slack", "admin_users", convert=frozenset)
+    ] = []
+    # Web API base override (self-hosted proxy, tests)
+    slack_api_url: Annotated[str | None, Into("slack", "api_url")] = None
+
+    @field_validator("slack_admin_users", mode="before")
+    @classmethod
+    def _slack_csv(cls, value: object) -> object:
+        return _csv(value)
+
+
+class ProcessSettings(BaseModel):
+    """The process: shutdown, the terminal's worker, logs and observability."""
+
+    shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
+    # --- the terminal's resident worker (`python -m bot serve`, docs/cli-worker.md) ---
+    cli_socket: Path | None = None  # unset: DATA_DIR/cli.sock
+    cli_worker_idle: float = Field(default=1800.0, ge=0)  # seconds idle before it exits; 0: never
+    # unset: INFO (the servers on stderr; ask, chat, doctor in DATA_DIR/logs/bot.log, bot.logs)
+    log_level: str | None = None
+    # --- observability ---
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object a line (collectors)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # unset: no /metrics
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 (or ::) to let another host scrape it
+    # OpenTelemetry spans (the otel extra) to this OTLP/HTTP collector; the other OTEL_*
+    # variables are read from the environment by the exporter itself
+    otel_exporter_otlp_endpoint: str | None = None
+
+
+class Settings(  # the groups' fields, one per environment variable (the last group first)
+    ProcessSettings,
+    SlackSettings,
+    DiscordSettings,
+    StoreSettings,
+    InputSettings,
+    QuotaSettings,
+    ExecutionSettings,
+    SelectionSettings,
+    LocalSettings,
+    HFSettings,
+    LLMSettings,
+    BaseSettings,
+):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    def into(self, target: Target) -> dict[str, Any]:
+        """The arguments of ``target``'s config class the settings give (each
+        setting marked :class:`Into` it), by that class's names."""
+        return {into.name or name: into.value(getattr(self, name)) for name, into in _INTO[target]}
+
+
+def _marks() -> dict[Target, list[tuple[str, Into]]]:
+    marks: dict[Target, list[tuple[str, Into]]] = {}
+    for name, info in Settings.model_fields.items():
+        for meta in info.metadata:
+            if isinstance(meta, Into):
+                marks.setdefault(meta.target, []).append((name, meta))
+    return marks
+
+
+_INTO = _marks()
 
 
 @lru_cache(maxsize=1)

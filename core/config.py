@@ -1,7 +1,9 @@
 """The agent's knobs (the words it answers with are in core.errors).
 
-``bot.app`` fills :class:`AgentConfig` from the settings; tests build it
-directly.  Defaults are what a laptop deployment wants.
+``bot.app`` builds :class:`AgentConfig` from the settings (``bot.settings``
+takes each default from here, so a deployment and a test that builds
+``AgentConfig()`` get the same); tests build it directly.  Defaults are what
+a laptop deployment wants.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.tasks import TaskTimeouts
+from core.types import MAX_ATTACHMENT_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +22,8 @@ class AgentConfig:
     # another) run on their most downloaded model before the LLM is asked to
     # choose: one that finishes sooner keeps its model either way (as a guess
     # that finishes before the choice does), so the call is not made at all.
-    # 0: ask at once (the library default; the bot's setting is 1 s).
-    selection_delay: float = 0.0
+    # 0: ask at once.
+    selection_delay: float = 1.0
     # Local inference calls at once in this process (they share its CPU/GPU);
     # hosted calls are not limited process-wide.
     concurrency: int = 4
@@ -32,29 +35,31 @@ class AgentConfig:
     result_cache_bytes: int = 64 * 1024 * 1024
     task_timeouts: TaskTimeouts = field(default_factory=TaskTimeouts)
     max_tasks: int = 10
-    max_attachment_bytes: int = 25 * 1024 * 1024
+    max_attachment_bytes: int = MAX_ATTACHMENT_BYTES
     max_image_pixels: int = 40_000_000
     history_turns: int = 10
+    # Files one request may carry (any platform; Discord's /ask has three
+    # file options of its own).
     max_attachments: int = 10
-    requests_per_user_per_minute: int = 20  # 0: no limit
-    # The other quotas (core.ratelimit), kept in the store; 0: no limit.
-    # Requests with ``is_admin`` are exempt.  A "server" is a Discord server,
-    # a Slack workspace, or the CLI.
-    requests_per_user_per_day: int = 0
-    llm_tokens_per_user_per_day: int = 0
-    requests_per_server_per_minute: int = 0
-    requests_per_server_per_day: int = 0
-    llm_tokens_per_server_per_day: int = 0
+    # The quotas (core.ratelimit), kept in the store; 0: no limit.  Requests
+    # with ``is_admin`` are exempt.  A "server" is a Discord server, a Slack
+    # workspace, or the CLI.
+    requests_per_user_per_minute: int = 20
+    requests_per_user_per_day: int = 200
+    llm_tokens_per_user_per_day: int = 1_000_000
+    requests_per_server_per_minute: int = 60
+    requests_per_server_per_day: int = 2_000
+    llm_tokens_per_server_per_day: int = 10_000_000
     # While one stage waits on the language model, a "still waiting" progress
     # event every this many seconds (0: none).
     llm_wait_notice: float = 10.0
     max_request_chars: int = 20_000
     # Durable turns (core.jobs): requests run at once in this process (the
     # rest wait, in order, in the job table), and the declared upload bytes
-    # those may hold between them (None: no byte budget; see bot.settings for
-    # the default's reasons); how long a job's lease lasts without a
-    # heartbeat before another process resumes it; how often the queue looks
-    # for work other processes left.
+    # those may hold between them (None: no byte budget; see
+    # MAX_INFLIGHT_UPLOAD_MB in bot.settings for the default's reasons); how
+    # long a job's lease lasts without a heartbeat before another process
+    # resumes it; how often the queue looks for work other processes left.
     max_inflight_requests: int = 64
     max_inflight_upload_bytes: int | None = 400 * 1024 * 1024
     job_lease_seconds: float = 60.0

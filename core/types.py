@@ -40,6 +40,11 @@ class ConversationKey:
         return f"{self.platform}:{self.scope}/{self.channel}{tail}"
 
 
+# The largest file accepted from a user unless MAX_ATTACHMENT_BYTES says otherwise
+# (the agent's check, and each adapter's before it downloads).
+MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
     """A file an adapter received from the user (already downloaded, size-capped)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from adapters.chat.surface import MONOTONIC, Clock
 from adapters.discord.access import AccessPolicy
 from core.errors import ConfigError
+from core.types import MAX_ATTACHMENT_BYTES
 
 DISCORD_CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 DM_FILESIZE_LIMIT = 10 * 1024 * 1024  # uploads in DMs (no guild boost)
@@ -31,7 +32,7 @@ class DiscordConfig:
     admin_roles: frozenset[int] = frozenset()
     # Largest attachment accepted from a user (checked against the declared size
     # before downloading, and again while streaming).
-    max_attachment_bytes: int = 25 * 1024 * 1024
+    max_attachment_bytes: int = MAX_ATTACHMENT_BYTES
     max_attachments: int = MAX_ATTACHMENTS
     # Attachments are fetched only from these hosts, over these schemes.  Tests
     # add their loopback fake explicitly.

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from adapters.chat.surface import MONOTONIC, Clock
+from core.types import MAX_ATTACHMENT_BYTES
 
 DEFAULT_API_URL = "https://slack.com/api/"
-DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class SlackConfig:
     http_port: int = 3000
     http_path: str = "/slack/events"
     api_url: str | None = None  # Web API base override (proxy, tests)
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # per incoming file
+    max_file_bytes: int = MAX_ATTACHMENT_BYTES  # per incoming file
     max_upload_bytes: int = 1024 * 1024 * 1024  # Slack's own upload limit
     status_interval: float = 1.0  # at most one chat.update per interval
     # An assistant thread's answer is streamed in pieces of at least this many

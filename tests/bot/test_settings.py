@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
-from bot.settings import Settings
+from adapters.discord.access import AccessPolicy
+from adapters.discord.config import DiscordConfig
+from adapters.slack.config import SlackConfig
+from bot.app import agent_config, task_timeouts
+from bot.settings import Settings, Target
+from core.config import AgentConfig
+from core.llm import LLM
+from core.tasks import TaskTimeouts
+from core.types import MAX_ATTACHMENT_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +61,92 @@ def test_a_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("INFERENCE_MODE", "cloud")
     with pytest.raises(ValueError, match="inference_mode"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting from this process's environment."""
+    for key in setting_keys() | {"DISCORD_TOKEN"}:
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_env_example_values_are_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What .env.example shows is what an unset variable gives (LOG_LEVEL is
+    the one it sets on purpose: a server logs less than the terminal)."""
+    clean_env(monkeypatch)
+    text = (ROOT / ".env.example").read_text(encoding="utf-8")
+    default = Settings(_env_file=None)  # type: ignore[call-arg]
+    shown = re.findall(r"^([A-Z][A-Z0-9_]*)=(.+)$", text, flags=re.MULTILINE)
+    differ = [
+        key
+        for key, value in shown
+        if getattr(Settings(_env_file=None, **{key: value}), key.lower())  # type: ignore[call-arg]
+        != getattr(default, key.lower())
+    ]
+    assert differ == ["LOG_LEVEL"]
+
+
+def test_core_configs_take_their_defaults_from_nowhere_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deployment with nothing set and a test that builds AgentConfig()
+    get the same agent: one default each."""
+    clean_env(monkeypatch)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert agent_config(settings) == AgentConfig()
+    assert task_timeouts(settings) == TaskTimeouts()
+    assert AgentConfig().selection_delay == settings.selection_delay == 1.0
+    assert AgentConfig().requests_per_server_per_day == 2_000
+
+
+def test_the_attachment_cap_is_one_constant(monkeypatch: pytest.MonkeyPatch) -> None:
+    clean_env(monkeypatch)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert MAX_ATTACHMENT_BYTES == 25 * 1024 * 1024
+    assert settings.max_attachment_bytes == MAX_ATTACHMENT_BYTES
+    assert AgentConfig().max_attachment_bytes == MAX_ATTACHMENT_BYTES
+    assert DiscordConfig().max_attachment_bytes == MAX_ATTACHMENT_BYTES
+    assert SlackConfig(bot_token="xoxb-1").max_file_bytes == MAX_ATTACHMENT_BYTES
+
+
+def parameters(target: object) -> set[str]:
+    if dataclasses.is_dataclass(target):
+        return {f.name for f in dataclasses.fields(target)}
+    return set(inspect.signature(target).parameters)  # type: ignore[arg-type]
+
+
+def test_each_setting_marked_into_a_config_names_one_of_its_arguments() -> None:
+    from core.experts.local import LocalExpert
+
+    targets: dict[Target, object] = {
+        "agent": AgentConfig,
+        "timeouts": TaskTimeouts,
+        "llm": LLM,
+        "local": LocalExpert,
+        "access": AccessPolicy,
+        "discord": DiscordConfig,
+        "slack": SlackConfig,
+    }
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert set(targets) == set(get_args(Target))
+    for target, cls in targets.items():
+        names = set(settings.into(target))
+        assert names, target
+        assert names <= parameters(cls), (target, names - parameters(cls))
+
+
+def test_values_are_converted_for_their_config() -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        result_cache_mb=1.5,
+        max_inflight_upload_mb=0,
+        discord_shard_ids="",
+        discord_admin_roles="3,4",
+        max_tasks_per_plan=7,
+        model_selection="downloads",
+    )
+    agent = agent_config(settings)
+    assert agent.result_cache_bytes == 1_572_864
+    assert agent.max_inflight_upload_bytes is None  # 0: no byte budget
+    assert (agent.max_tasks, agent.selection) == (7, "downloads")
+    discord = settings.into("discord")
+    assert discord["shard_ids"] is None and discord["admin_roles"] == frozenset({3, 4})
