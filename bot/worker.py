@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices
 
@@ -92,7 +92,7 @@ class _Client:
         if not self.gone.is_set() and not self.writer.is_closing():
             self.writer.write(wire.encode(message))
 
-    def stream(self, name: str) -> _Stream:
+    def stream(self, name: Literal["out", "err"]) -> _Stream:
         return _Stream(self, name)
 
 
@@ -130,10 +130,10 @@ def _logs_to_clients(settings: Settings) -> Iterator[None]:
 class _Stream(io.StringIO):
     """The CLI's stdout or stderr: each write is sent as it is made."""
 
-    def __init__(self, client: _Client, name: str) -> None:
+    def __init__(self, client: _Client, name: Literal["out", "err"]) -> None:
         super().__init__()
         self.client = client
-        self.stream_name = name
+        self.stream_name: Literal["out", "err"] = name
 
     def write(self, s: str) -> int:
         if s:

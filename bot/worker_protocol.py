@@ -13,42 +13,48 @@ per connection (docs/cli-worker.md).
     worker → CLI   Exit         the command's exit code; the connection ends
 
 Each message is one line: a JSON object whose ``type`` names the class.
-Standard library only: ``python -m bot`` imports it before anything heavy.
+The worker checks every message it reads with pydantic (:func:`decode`); the
+CLI, which loads nothing heavy (``python -m bot`` imports this module first),
+reads the worker's with :func:`unchecked`.  Standard library only at import.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import asdict, dataclass, field, fields
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Literal
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 PROTOCOL = 1
 
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    type: ClassVar[str] = "hello"
     protocol: int
     pid: int
     # Environment variables (by name, and by prefix) the worker's settings
     # depend on: the CLI hashes its own values of them for the handshake.
     names: list[str]
     prefixes: list[str]
+    type: Literal["hello"] = field(default="hello", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Handshake:
-    type: ClassVar[str] = "handshake"
     fingerprint: str
+    type: Literal["handshake"] = field(default="handshake", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Welcome:
-    type: ClassVar[str] = "welcome"
     ok: bool
     reason: str  # why not, when not ok
     max_bytes: int  # MAX_ATTACHMENT_BYTES: larger files are sent by size only
+    type: Literal["welcome"] = field(default="welcome", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +63,10 @@ class SentFile:
     its bytes (base64), or only its size when it is over ``max_bytes``, or
     neither when it is not a file.  The worker never reads ``path``."""
 
-    type: ClassVar[str] = "file"
     path: str
     size: int | None
     data: str | None
+    type: Literal["file"] = field(default="file", repr=False)
 
     @classmethod
     def of(cls, path: str, size: int | None, data: bytes | None) -> SentFile:
@@ -74,61 +80,62 @@ class SentFile:
 class Ask:
     """``python -m bot ask``; its files are the SentFile messages before it."""
 
-    type: ClassVar[str] = "ask"
     text: str
     conversation: str
     as_json: bool
     user: str
+    type: Literal["ask"] = field(default="ask", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Chat:
-    type: ClassVar[str] = "chat"
     conversation: str
     user: str
+    type: Literal["chat"] = field(default="chat", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Line:
     """A line the person typed in the chat (without its newline)."""
 
-    type: ClassVar[str] = "line"
     text: str
+    type: Literal["line"] = field(default="line", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class EndOfInput:
-    type: ClassVar[str] = "eof"
+    type: Literal["eof"] = field(default="eof", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    type: ClassVar[str] = "output"
-    stream: str  # "out" or "err"
+    stream: Literal["out", "err"]  # the CLI's stdout or stderr
     text: str
+    type: Literal["output"] = field(default="output", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    type: ClassVar[str] = "prompt"
     text: str
+    type: Literal["prompt"] = field(default="prompt", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Exit:
-    type: ClassVar[str] = "exit"
     code: int
+    type: Literal["exit"] = field(default="exit", repr=False)
 
 
 Message = (
     Hello | Handshake | Welcome | SentFile | Ask | Chat | Line | EndOfInput | Output | Prompt | Exit
 )
+CLASSES: tuple[type[Message], ...] = (
+    Hello, Handshake, Welcome, SentFile, Ask, Chat, Line, EndOfInput, Output, Prompt, Exit
+)  # fmt: skip
+# Each message class by its ``type`` (a field's default: slots hide it on the class).
 TYPES: dict[str, type[Message]] = {
-    cls.type: cls
-    for cls in (
-        Hello, Handshake, Welcome, SentFile, Ask, Chat, Line, EndOfInput, Output, Prompt, Exit
-    )
-}  # fmt: skip
+    str(f.default): cls for cls in CLASSES for f in fields(cls) if f.name == "type"
+}
 
 
 class ProtocolError(Exception):
@@ -139,38 +146,46 @@ def encode(message: Message) -> bytes:
     return json.dumps({"type": message.type, **asdict(message)}).encode() + b"\n"
 
 
-def raw(line: bytes) -> tuple[type[Message], dict[str, Any]]:
-    """The message class a line names, and its fields as sent (unchecked)."""
+def _not_a_message(line: bytes) -> ProtocolError:
+    return ProtocolError(f"not a message: {line[:80]!r}")
+
+
+def unchecked(line: bytes) -> Message:
+    """The message on ``line`` with exactly its class's fields, their values
+    unchecked: the CLI's side, which loads no pydantic, reading the worker it
+    has verified (its uid; then the fingerprint of its code and settings)."""
     try:
         data = json.loads(line)
         cls = TYPES[data.pop("type")]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ProtocolError(f"not a message: {line[:80]!r}") from e
-    return cls, data
+        raise _not_a_message(line) from e
+    try:
+        return cls(**data)
+    except TypeError as e:  # a field missing or unknown
+        raise ProtocolError(f"{cls.__name__}: {e}") from None
 
 
-# What each annotation of the messages above accepts (the worker's side checks
-# with pydantic instead; the CLI runs before pydantic is imported).
-_ACCEPTS: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "str": (str,),
-    "bool": (bool,),
-    "int | None": (int, type(None)),
-    "str | None": (str, type(None)),
-    "list[str]": (list,),
-}
+@cache
+def _adapter() -> TypeAdapter[Message]:
+    from pydantic import ConfigDict, Field, TypeAdapter
+
+    return TypeAdapter(
+        Annotated[Message, Field(discriminator="type")],
+        # every field of its type as sent ("2" is no int, true no int), none unknown
+        config=ConfigDict(strict=True, extra="forbid"),
+    )
 
 
 def decode(line: bytes) -> Message:
-    """The message on ``line``, its fields checked against their types."""
-    cls, data = raw(line)
-    names = {f.name: f.type for f in fields(cls)}
-    if set(data) != set(names):
-        raise ProtocolError(f"{cls.type}: fields {sorted(data)}, expected {sorted(names)}")
-    for name, value in data.items():
-        accepts = _ACCEPTS[str(names[name])]
-        if not isinstance(value, accepts) or (isinstance(value, bool) and bool not in accepts):
-            raise ProtocolError(f"{cls.type}.{name}: {type(value).__name__}")
-        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
-            raise ProtocolError(f"{cls.type}.{name}: not a list of strings")
-    return cls(**data)
+    """The message on ``line``, every field checked against its type (with
+    pydantic, loaded on first use: the worker's side)."""
+    from pydantic import ValidationError
+
+    try:
+        return _adapter().validate_json(line)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        if len(first["loc"]) < 2:  # no JSON object, or no type of this protocol
+            raise _not_a_message(line) from None
+        where = ".".join(str(part) for part in first["loc"])
+        raise ProtocolError(f"{where}: {first['msg']}") from None

@@ -519,6 +519,50 @@ def test_messages_are_checked_on_the_wire() -> None:
             wire.decode(bad)
 
 
+EVERY_MESSAGE: list[wire.Message] = [
+    wire.Hello(wire.PROTOCOL, 42, ["TOP_K", "HF_TOKEN"], ["HF_"]),
+    wire.Handshake("abc:def"),
+    wire.Welcome(False, "other settings", 25 * 1024 * 1024),
+    wire.SentFile.of("a.png", 3, b"abc"),
+    wire.SentFile.of("big.mp4", 10**9, None),
+    wire.SentFile.of("missing.png", None, None),
+    wire.Ask("draw a cat", "default", True, "ada"),
+    wire.Chat("default", "ada"),
+    wire.Line("/file a.png"),
+    wire.EndOfInput(),
+    wire.Output("err", "[planning] …\n"),
+    wire.Prompt("you> "),
+    wire.Exit(130),
+]
+
+
+def test_every_message_round_trips_on_both_sides() -> None:
+    assert {type(m) for m in EVERY_MESSAGE} == set(wire.CLASSES)
+    for message in EVERY_MESSAGE:
+        line = wire.encode(message)
+        assert json.loads(line)["type"] == message.type
+        assert wire.decode(line) == message  # the worker's side: pydantic
+        assert wire.unchecked(line) == message  # the CLI's side: no pydantic
+
+
+def test_a_malformed_message_says_what_is_wrong() -> None:
+    def why(line: bytes) -> str:
+        with pytest.raises(wire.ProtocolError) as e:
+            wire.decode(line)
+        return str(e.value)
+
+    assert why(b'{"type": "exit", "code": "2"}\n') == "exit.code: Input should be a valid integer"
+    assert why(b'{"type": "exit"}\n') == "exit.code: Field required"
+    assert why(b'{"type": "exit", "code": 1, "x": 1}\n').startswith("exit.x: ")
+    assert why(b'{"type": "output", "stream": "log", "text": ""}\n').startswith("output.stream: ")
+    assert why(b'{"type": "nope"}\n') == 'not a message: b\'{"type": "nope"}\\n\''
+    assert why(b"not json\n") == "not a message: b'not json\\n'"
+    # the CLI's side checks the shape: the type, and exactly the class's fields
+    for bad in (b'{"type": "nope"}\n', b"[1]\n", b'{"type": "exit"}\n', b'{"type": "eof", "x": 1}'):
+        with pytest.raises(wire.ProtocolError):
+            wire.unchecked(bad)
+
+
 async def test_sigterm_lets_a_running_ask_finish_and_ends_a_waiting_chat(
     tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, workers: list[Worker]
 ) -> None:
