@@ -501,6 +501,7 @@ async def serve(
     with _only_worker(path), _logs_to_clients(settings):
         async with open_agent(settings) as agent:
             agent.warm_up()  # codecs and the first hosted session, before the first ask
+            wire.prepare()  # the message checker too
             origin = worker_client.Origin.here()
             worker = Worker(
                 agent,
