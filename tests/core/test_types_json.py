@@ -18,6 +18,7 @@ from core.types import (
     REPLY_ADAPTER,
     AnswerDelta,
     AnswerDiscarded,
+    DiscardReason,
     Event,
     Finished,
     PlanChange,
@@ -88,7 +89,7 @@ EVENTS: list[Event] = [
     QueuePosition(3, conversation_busy=True),
     TasksChanged(TASKS),
     AnswerDelta("Two "),
-    AnswerDiscarded("the answer broke off"),
+    AnswerDiscarded(DiscardReason.ECHOED),
     Restarting(),
     Finished(REPLY),
 ]
