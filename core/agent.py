@@ -20,6 +20,7 @@ from typing import Any
 
 from core import telemetry
 from core.catalog import Catalog, ModelInfo
+from core.clock import SYSTEM_CLOCK, Clock
 from core.config import AgentConfig
 from core.errors import (
     ErrorCode,
@@ -114,6 +115,7 @@ class Agent:
         repo: Repo,
         media: MediaStore,
         config: AgentConfig | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.llm = llm
         self.catalog = catalog
@@ -121,10 +123,13 @@ class Agent:
         self.repo = repo
         self.media = media
         self.config = config or AgentConfig()
-        self.limiter = QuotaLimiter(QuotaStore(repo.db), quotas(self.config))
+        self.clock = clock  # quota windows, job leases, the settings cache
+        self.limiter = QuotaLimiter(QuotaStore(repo.db), quotas(self.config), clock=clock)
         # Usage per user, channel and server (/usage), and per-server settings (/config).
         self.usage_store = UsageStore(repo.db)
-        self.server_settings = ServerSettingsService(ServerSettingsStore(repo.db), catalog=catalog)
+        self.server_settings = ServerSettingsService(
+            ServerSettingsStore(repo.db), catalog=catalog, clock=clock
+        )
         self._provider_of = provider_resolver(catalog)
         self.executor = Executor(
             router,
@@ -147,6 +152,7 @@ class Agent:
             max_upload_bytes=self.config.max_inflight_upload_bytes,
             lease=self.config.job_lease_seconds,
             poll=self.config.job_poll_seconds,
+            clock=clock,
         )
         self._llm_asked: asyncio.Task[int | None] | None = None  # see _ask_llm_ahead
         # One turn at a time per conversation, so handles and history stay ordered.
@@ -472,7 +478,7 @@ class Agent:
                 conversation=str(request.conversation),
                 payload=_preview_to_json(request, steps, usage),
                 request_id=request.request_id,
-                now=self.jobs.clock(),
+                now=self.jobs.now(),
             )
         except (StoreUnavailable, StoreRejected) as e:
             log.error("request %s: the plan preview was not kept: %s", request.request_id, e)

@@ -38,8 +38,9 @@ with a notice, running ones get the grace period; those still running after
 it are cancelled, their person is told the bot is restarting and will
 finish, and their leases are released for the next process.
 
-Lease times come from the injected clock ``clock`` (a test expires a lease
-by moving it); the waits between scheduler rounds are real sleeps.
+Lease times and the intervals between heartbeats and surveys come from the
+injected :class:`~core.clock.Clock` (a test expires a lease by moving it);
+the waits between scheduler rounds are real sleeps.
 """
 
 from __future__ import annotations
@@ -47,15 +48,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.clock import SYSTEM_CLOCK, Clock, utc
 from core.errors import ErrorCode, LeaseLost, StoreRejected, StoreUnavailable, wording
 from core.lease_holder import gone, owner_name
 from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
-from core.store.models import utcnow
 from core.store.repo import fit_key
 from core.telemetry import metrics
 from core.types import ConversationKey, JobOutcome, JobRunner, Notice, QueuePosition, Restarting
@@ -120,7 +120,7 @@ class TurnJob:
         return bool(self.checkpoint and self.checkpoint.get("uploads") is not None)
 
     def now(self) -> datetime:
-        return self._queue.clock()
+        return self._queue.now()
 
     async def set_status_ref(self, ref: dict[str, Any]) -> None:
         """Remember where this request's status message is (a resumed job
@@ -178,7 +178,7 @@ class TurnQueue:
         poll: float = 2.0,
         max_attempts: int = 5,
         keep_done: float = 86_400.0,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock = SYSTEM_CLOCK,
         owner: str | None = None,
     ) -> None:
         self.store = store
@@ -213,11 +213,15 @@ class TurnQueue:
         self._closing = False
         self._stopping = False
         self._abandoned = False
-        self._last_beat = time.monotonic()
+        self._last_beat = self.clock.monotonic()
         self._last_prune = float("-inf")
         self._last_survey = float("-inf")
         self._last_claim_survey = float("-inf")
         self._swept = False  # the jobs of holders gone before we started were looked for
+
+    def now(self) -> datetime:
+        """The clock's wall time, as lease times are kept."""
+        return utc(self.clock)
 
     # ------------------------------------------------------------ adapters
     def register(self, kind: str, runner: JobRunner) -> None:
@@ -247,7 +251,7 @@ class TurnQueue:
             request_id=request_id,
             dedup_key=dedup,
             owner=self.owner,
-            now=self.clock(),
+            now=self.now(),
             lease=self.lease,
             upload_bytes=upload_bytes,
         )
@@ -351,7 +355,7 @@ class TurnQueue:
             await asyncio.wait([self._handing_on], timeout=5.0)
         await self.interrupt(notify=False)
         try:  # every request still reserved here, asked for or not
-            await self.store.release_reserved(owner=self.owner, now=self.clock())
+            await self.store.release_reserved(owner=self.owner, now=self.now())
         except StoreUnavailable as exc:
             log.warning("queued requests not released (their leases will run out): %s", exc)
         for j in [j for j in self._waiters if j not in self._running]:
@@ -413,21 +417,21 @@ class TurnQueue:
                 await asyncio.wait_for(self._wake.wait(), self.poll)
 
     async def _tick(self) -> None:
-        if time.monotonic() - self._last_beat >= self.heartbeat:
+        if self.clock.monotonic() - self._last_beat >= self.heartbeat:
             await self._beat()
         if self._unmarked:
             await self._mark_answered()
         if self._closing:
             return
         if not self._swept:  # a restart: take over at once what our predecessor held
-            await self._take_over(await self.store.holders(now=self.clock()))
+            await self._take_over(await self.store.holders(now=self.now()))
             self._swept = True
         # Only requests that were waiting before this round's claim can be
         # said to wait (one that came in meanwhile is claimed next round).
         waiting = set(self._waiters)
         kinds = list(self._runners)
         free = self.max_inflight - len(self._running)
-        now = self.clock()
+        now = self.now()
         # Our own fresh jobs start once their adapter asked (it has acknowledged
         # them: a Discord reply must not beat its defer), or if it never does.
         asked, hold_before = sorted(waiting), now - timedelta(seconds=HOLD)
@@ -437,10 +441,10 @@ class TurnQueue:
         # waiting, has nothing to start (the claim's read was most of an idle
         # round's cost).
         pending = any(j not in self._running for j in waiting)
-        survey = time.monotonic() - self._last_claim_survey >= self.poll
+        survey = self.clock.monotonic() - self._last_claim_survey >= self.poll
         if free > 0 and kinds and (pending or survey):
             if survey:
-                self._last_claim_survey = time.monotonic()
+                self._last_claim_survey = self.clock.monotonic()
             # One statement picks and starts what fits (nothing to start: no write).
             for row in await self.store.claim(
                 owner=self.owner,
@@ -456,17 +460,17 @@ class TurnQueue:
                 self._start(row)
         await self._update_waiters(waiting)
         self._report_depth()
-        if time.monotonic() - self._last_prune >= 3600:
-            self._last_prune = time.monotonic()
+        if self.clock.monotonic() - self._last_prune >= 3600:
+            self._last_prune = self.clock.monotonic()
             pruned = await self.store.prune(before=now - timedelta(seconds=self.keep_done))
             if pruned:
                 log.info("job queue: pruned %d finished jobs", pruned)
 
     async def _beat(self) -> None:
-        self._last_beat = time.monotonic()
+        self._last_beat = self.clock.monotonic()
         if not self._running and not self._waiters and not self._unmarked:
             return
-        held = await self.store.heartbeat(owner=self.owner, now=self.clock(), lease=self.lease)
+        held = await self.store.heartbeat(owner=self.owner, now=self.now(), lease=self.lease)
         for job_id, task in list(self._running.items()):
             if job_id not in held:
                 log.warning("job %s: lease lost to another process; stopping here", job_id)
@@ -537,7 +541,7 @@ class TurnQueue:
         for attempt in range(1, FINISH_TRIES + 1):
             try:
                 if not await self.store.finish(
-                    job.id, owner=self.owner, now=self.clock(), error=error
+                    job.id, owner=self.owner, now=self.now(), error=error
                 ):
                     log.warning("job %s: finished, but another process held it by then", job.id)
                 return
@@ -551,7 +555,7 @@ class TurnQueue:
         """Mark done the jobs answered while the store was down (StoreUnavailable:
         the next round tries again)."""
         for job_id, error in list(self._unmarked.items()):
-            if await self.store.finish(job_id, owner=self.owner, now=self.clock(), error=error):
+            if await self.store.finish(job_id, owner=self.owner, now=self.now(), error=error):
                 log.info("job %s: marked done, the database is back", job_id)
             else:
                 log.warning("job %s: answered, but another process held it by then", job_id)
@@ -575,14 +579,14 @@ class TurnQueue:
         rest once a ``poll`` (a place moves by one with every job that ends:
         not worth a read of the whole queue each time)."""
         waiting = [j for j in self._waiters if j not in self._running and j in candidates]
-        if time.monotonic() - self._last_survey >= self.poll:
-            self._last_survey = time.monotonic()
+        if self.clock.monotonic() - self._last_survey >= self.poll:
+            self._last_survey = self.clock.monotonic()
         else:
             waiting = [j for j in waiting if j not in self._shown]
         if not waiting:
             return
         slots = await self.store.unfinished(max(waiting))
-        now = self.clock()
+        now = self.now()
         # A request waiting on a job whose process is gone need not wait for its lease.
         held = {
             s.lease_owner for s in slots if s.lease_expires is not None and s.lease_expires >= now
@@ -653,7 +657,7 @@ class TurnQueue:
         dead = sorted({o for o in owners if o and o != self.owner and gone(o)})
         if not dead:
             return set()
-        released = await self.store.release_owners(dead, now=self.clock())
+        released = await self.store.release_owners(dead, now=self.now())
         if released:
             log.warning(
                 "jobs %s taken over at once: the process holding them (%s) has ended",
@@ -690,6 +694,6 @@ class TurnQueue:
 
     async def _release(self, job_ids: list[int]) -> None:
         try:
-            await self.store.release(job_ids, owner=self.owner, now=self.clock())
+            await self.store.release(job_ids, owner=self.owner, now=self.now())
         except StoreUnavailable as exc:
             log.warning("jobs %s not released (their leases will run out): %s", job_ids, exc)

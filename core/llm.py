@@ -56,7 +56,6 @@ import contextvars
 import json
 import logging
 import socket
-import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +70,7 @@ from openai.types.completion_usage import CompletionUsage
 from openai.types.shared_params import ResponseFormatJSONObject
 
 from core import telemetry
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import ConfigError, ErrorCode, RunFailed
 from core.http_client import async_client
 from core.llm_server import (
@@ -146,14 +146,14 @@ class Deadline:
     gives each attempt only :meth:`remaining` seconds.
     """
 
-    def __init__(self, budget: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, budget: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.budget = budget
         self._clock = clock
-        self.started = clock()
+        self.started = clock.monotonic()
         self.attempts = 0
 
     def elapsed(self) -> float:
-        return self._clock() - self.started
+        return self._clock.monotonic() - self.started
 
     def remaining(self) -> float:
         return self.budget - self.elapsed()
@@ -241,7 +241,7 @@ class LLM:
         reasoning_effort: str | None = None,
         hf_router: bool = False,
         probe_context: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if not api_key:
             if base_url is None:
@@ -319,7 +319,7 @@ class LLM:
         wanted = 2 if schema is not None else 1 if json_mode else 0
         retries = 0
         adaptations = 0
-        started = time.monotonic()
+        started = self._clock.monotonic()
         streamed = _Streamed(on_delta) if on_delta is not None else None
         while True:
             remaining = deadline.remaining()
@@ -364,7 +364,7 @@ class LLM:
                         "llm call failed model=%s host=%s cause=deadline latency=%.2fs",
                         model,
                         self.host,
-                        time.monotonic() - started,
+                        self._clock.monotonic() - started,
                     )
                     raise RunFailed(
                         ErrorCode.LLM_TIMED_OUT,
@@ -407,7 +407,7 @@ class LLM:
                         type(exc).__name__,
                         fault.status,
                         fault.code or fault.kind or "-",
-                        time.monotonic() - started,
+                        self._clock.monotonic() - started,
                     )
                     message = self._describe(exc, fault, model, prompt, deadline)
                     if delay is not None and deadline.attempts > 1:
@@ -431,7 +431,9 @@ class LLM:
                     raise RunFailed(
                         ErrorCode.LLM_UNREADABLE, host=self.host, cause=type(exc).__name__
                     ) from exc
-                return self._read(response, usage, sent, model, time.monotonic() - started, call)
+                return self._read(
+                    response, usage, sent, model, self._clock.monotonic() - started, call
+                )
 
     @contextlib.contextmanager
     def using(self, model: str | None) -> Iterator[None]:

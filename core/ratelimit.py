@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import InputRejected
 from core.store.quotas import QuotaStore, Used, Window
 from core.types import Request, Usage
@@ -59,7 +58,7 @@ class QuotaLimiter:
         store: QuotaStore,
         quotas: Quotas,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.quotas = quotas
@@ -73,13 +72,13 @@ class QuotaLimiter:
         (StoreUnavailable when the store cannot be reached)."""
         if req.is_admin:
             return
-        now = self._clock()
+        now = self._clock.now()
         windows = self._windows(req, now, requests=True, quotas=quotas)
         if not windows:
             return
         prune = None
-        if time.monotonic() - self._last_prune >= PRUNE_EVERY:
-            self._last_prune = time.monotonic()
+        if self._clock.monotonic() - self._last_prune >= PRUNE_EVERY:
+            self._last_prune = self._clock.monotonic()
             prune = _start(now, DAY) - 2 * DAY
         full = await self.store.admit(windows, prune_before=prune)
         if full is not None:
@@ -90,7 +89,7 @@ class QuotaLimiter:
         tokens = usage.prompt_tokens + usage.completion_tokens
         if req.is_admin or tokens <= 0:
             return
-        windows = self._windows(req, self._clock(), requests=False, quotas=quotas)
+        windows = self._windows(req, self._clock.now(), requests=False, quotas=quotas)
         await self.store.add_tokens(windows, tokens)
 
     def _windows(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from pydantic import (
 )
 
 from core.catalog import Catalog, ModelInfo
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import InputRejected
 from core.ratelimit import Quotas
 from core.store.server_settings import ServerSettingsStore
@@ -393,7 +393,7 @@ class ServerSettingsService:
         catalog: Catalog | None = None,
         ttl: float = 30.0,
         max_entries: int = 1024,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -407,7 +407,7 @@ class ServerSettingsService:
         StoreUnavailable when the store cannot be reached."""
         if key is None:
             return ServerSettings()
-        now = self._clock()
+        now = self._clock.monotonic()
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self.ttl:
             self._cache.move_to_end(key)

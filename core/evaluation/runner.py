@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import ErrorCode, RunFailed
 from core.evaluation.datasets import EvalItem
 from core.evaluation.graphs import inconsistent_links, invented_tasks, plan_shape
@@ -147,19 +147,19 @@ async def plan_request(
     llm: LLM,
     item: EvalItem,
     options: PlanningOptions,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> RequestResult:
     """Plan one request as the agent would (:func:`core.planner.make_plan`),
     recording each answer."""
     result = RequestResult(item)
-    started = clock()
+    started = clock.monotonic()
     with llm.stage():
         planned = await make_plan(llm, _ask(item, options), result.usage, label=f"eval {item.id}")
     result.attempts = [Attempt.of(a) for a in planned.attempts]
     if planned.llm_error is not None:
         result.llm_error = str(planned.llm_error)
         log.info("eval %s: the language model failed: %s", item.id, planned.llm_error)
-    result.latency = clock() - started
+    result.latency = clock.monotonic() - started
     return result
 
 
@@ -170,7 +170,7 @@ async def run_eval(
     *,
     concurrency: int = 4,
     on_result: Callable[[RequestResult], None] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[RequestResult]:
     """Plan every request, ``concurrency`` at a time; results in dataset order.
 

@@ -55,6 +55,7 @@ from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 from PIL import Image
 
 from core.catalog import ModelInfo
+from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import TaskFailed
 from core.experts.providers import (
     AUTO,
@@ -88,8 +89,6 @@ BILLING_URL = "https://huggingface.co/settings/billing"
 CHAT_MAX_TOKENS = 1024  # a task's chat answer; the controller writes the final reply
 MAX_WAITS = 3  # "loading" / rate-limit waits per call before giving up on the model
 MAX_WAIT_SECONDS = 30.0  # one wait at most (the service's estimate may be larger)
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +144,13 @@ class RemoteExpert:
         provider: str = AUTO,
         timeouts: TaskTimeouts | None = None,
         directory: ProviderDirectory | None = None,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._base_url = base_url.rstrip("/") if base_url else None
         self.timeouts = timeouts or TaskTimeouts()
         self._token = token or None
         self.directory = directory or ProviderDirectory(provider)
-        self._sleep = sleep
+        self._clock = clock  # waits out "loading" and rate limits
         self._clients: dict[str, _InferenceClient] = {}
         self._session: httpx2.AsyncClient | None = None  # only for _post
         self._sessions = _Sessions()
@@ -269,7 +268,7 @@ class RemoteExpert:
                         status,
                         wait,
                     )
-                    await self._sleep(wait)
+                    await self._clock.sleep(wait)
                     continue
                 if status in (404, 410):
                     self.directory.mark_dead(call.model_id, f"HTTP {status} from the service")

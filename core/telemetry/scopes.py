@@ -5,17 +5,17 @@ language-model request in :func:`llm_call` and each model call in
 :func:`model_call`; each writes what its part needs (the request context for
 log lines, the stage's log line, the Prometheus observations, the span) and
 each is cheap when metrics and spans are off.  Times come from an injectable
-``clock`` (tests pass a fake one).
+:class:`~core.clock.Clock`'s ``monotonic`` (tests pass a fake one).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.telemetry import metrics, tracing
 from core.telemetry.context import request_context
 from core.telemetry.logs import log_stage
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from core.types import Reply, Request
 
 StageName = Literal["planning", "selection", "execution", "answer"]
-Clock = Callable[[], float]
 
 
 def outcome_of(exc: BaseException | None) -> str:
@@ -88,12 +87,12 @@ class StageTimer:
 
 
 @contextmanager
-def stage(name: StageName, *, clock: Clock = time.perf_counter) -> Iterator[StageTimer]:
+def stage(name: StageName, *, clock: Clock = SYSTEM_CLOCK) -> Iterator[StageTimer]:
     """One stage of the current request: a span, then one log line with its
     time and fields (``outcome`` too when it failed) and the stage histogram."""
     with tracing.stage_span(name) as span:
         timer = StageTimer(span)
-        started = clock()
+        started = clock.monotonic()
         failure: BaseException | None = None
         try:
             yield timer
@@ -101,7 +100,7 @@ def stage(name: StageName, *, clock: Clock = time.perf_counter) -> Iterator[Stag
             failure = exc
             raise
         finally:
-            timer.seconds = round(clock() - started, 3)
+            timer.seconds = round(clock.monotonic() - started, 3)
             fields = dict(timer.fields)
             if failure is not None:
                 fields["outcome"] = outcome_of(failure)
@@ -156,14 +155,14 @@ def llm_call(
     url: str | None = None,
     max_tokens: int | None = None,
     stream: bool | None = None,
-    clock: Clock = time.perf_counter,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Iterator[LLMCall]:
     """One request to the language model (``url``: the API's base URL)."""
     with tracing.llm_span(
         model, provider=provider, url=url, max_tokens=max_tokens, stream=stream
     ) as span:
         call = LLMCall(span)
-        started = clock()
+        started = clock.monotonic()
         failure: BaseException | None = None
         try:
             yield call
@@ -177,7 +176,7 @@ def llm_call(
                 span.fail(call.error or "_OTHER")
             metrics.observe_llm_call(
                 model,
-                clock() - started,
+                clock.monotonic() - started,
                 prompt_tokens=call.prompt_tokens,
                 completion_tokens=call.completion_tokens,
                 outcome=outcome,
@@ -186,13 +185,13 @@ def llm_call(
 
 @contextmanager
 def model_call(
-    task: str, model: str, *, provider: str, clock: Clock = time.perf_counter
+    task: str, model: str, *, provider: str, clock: Clock = SYSTEM_CLOCK
 ) -> Iterator[SpanHandle]:
     """One attempt to run ``task`` on ``model`` (``provider``: remote, local,
     or the Inference Provider's name when known); failed when an exception
     leaves the block."""
     with tracing.model_span(task, model, provider=provider) as span:
-        started = clock()
+        started = clock.monotonic()
         failure: BaseException | None = None
         try:
             yield span
@@ -201,7 +200,7 @@ def model_call(
             raise
         finally:
             metrics.observe_model_call(
-                task, model, provider, clock() - started, outcome=outcome_of(failure)
+                task, model, provider, clock.monotonic() - started, outcome=outcome_of(failure)
             )
 
 

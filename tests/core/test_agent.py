@@ -27,6 +27,7 @@ from core.types import (
     TaskStatus,
 )
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
+from tests.fakes.clock import FakeClock
 from tests.fakes.openai_fake import WeakModel, stage_of
 from tests.fakes.samples import sample_png, sample_wav
 from tests.fakes.speculation import Seen, choice_known
@@ -459,9 +460,9 @@ async def test_per_user_rate_limit(agent_env: AgentEnv) -> None:
     from core.ratelimit import QuotaLimiter, Quotas
 
     env = agent_env
-    now = [60_000_000.0 + 20]  # 20 s into a minute
+    clock = FakeClock(60_000_000.0 + 20)  # 20 s into a minute
     env.agent.limiter = QuotaLimiter(
-        env.agent.limiter.store, Quotas(user_per_minute=2), clock=lambda: now[0]
+        env.agent.limiter.store, Quotas(user_per_minute=2), clock=clock
     )
     assert not (await env.agent.handle(req("one"))).error
     assert not (await env.agent.handle(req("two"))).error
@@ -470,7 +471,7 @@ async def test_per_user_rate_limit(agent_env: AgentEnv) -> None:
     assert third.text == "You have used your 2 requests this minute; try again in 40 s."
     other = Request(KEY, "someone-else", "hi")
     assert not (await env.agent.handle(other)).error  # the budget is per user
-    now[0] += 40  # the next minute
+    clock.advance(40)  # the next minute
     assert not (await env.agent.handle(req("four"))).error
     assert len(env.llm.calls("plan")) == 4  # the refused one cost no LLM call
 

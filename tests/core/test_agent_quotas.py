@@ -13,6 +13,7 @@ from core.ratelimit import DAY, QuotaLimiter, Quotas
 from core.store import Database, Repo
 from core.types import ConversationKey, Request
 from tests.fakes.agent_fixture import AgentEnv, open_agent_env
+from tests.fakes.clock import FakeClock
 from tests.fakes.db_fixtures import open_database
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.openai_fake import FakeLLM
@@ -22,15 +23,7 @@ NOON = DAY_START + 12 * 3600 + 20  # 12:00:20 UTC: 40 s left in the minute
 DISCORD = ConversationKey("discord", "guild-1", "chan-1", None)
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def limit(agent: Agent, clock: Clock, quotas: Quotas | None = None) -> QuotaLimiter:
+def limit(agent: Agent, clock: FakeClock, quotas: Quotas | None = None) -> QuotaLimiter:
     """The agent's limiter on its own store, with ``clock`` (and ``quotas``
     instead of the configured ones)."""
     old = agent.limiter
@@ -45,7 +38,7 @@ def ask(user: str, key: ConversationKey = DISCORD, *, admin: bool = False) -> Re
 async def test_user_minute_quota_survives_a_restart(
     tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF
 ) -> None:
-    clock = Clock(NOON)
+    clock = FakeClock(NOON)
     async with open_agent_env(tmp_path, llm_fake, hf_fake, requests_per_user_per_minute=2) as env:
         limit(env.agent, clock)
         assert not (await env.agent.handle(ask("u1"))).error
@@ -56,7 +49,7 @@ async def test_user_minute_quota_survives_a_restart(
         third = await env.agent.handle(ask("u1"))
         assert third.error
         assert third.text == "You have used your 2 requests this minute; try again in 40 s."
-        clock.now += 40  # the next minute
+        clock.advance(40)  # the next minute
         assert not (await env.agent.handle(ask("u1"))).error
     assert len(llm_fake.calls("plan")) == 3  # the refused request cost no LLM call
 
@@ -66,7 +59,7 @@ async def test_two_agents_on_one_database_share_the_quotas(
 ) -> None:
     """Two replicas (each with its own engine) on one database, racing."""
     env = agent_env
-    clock = Clock(NOON)
+    clock = FakeClock(NOON)
     config = AgentConfig(requests_per_user_per_minute=0, requests_per_server_per_minute=3)
     async for first in open_database(db_url):
         second = Database(db_url, schema=first.schema)
@@ -97,7 +90,7 @@ async def test_two_agents_on_one_database_share_the_quotas(
 
 async def test_daily_llm_token_budgets_per_user_and_server(agent_env: AgentEnv) -> None:
     env = agent_env
-    clock = Clock(NOON)
+    clock = FakeClock(NOON)
     limiter = limit(
         env.agent, clock, Quotas(user_tokens_per_day=100, server_tokens_per_day=1_000_000)
     )
@@ -122,14 +115,14 @@ async def test_daily_llm_token_budgets_per_user_and_server(agent_env: AgentEnv) 
         f"This server has used its daily budget of {spent:,} LLM tokens; it resets at "
         "00:00 UTC (in 12 h 0 min)."
     )
-    clock.now += DAY  # the next UTC day
+    clock.advance(DAY)  # the next UTC day
     assert not (await env.agent.handle(ask("u1"))).error
     assert len(env.llm.calls("plan")) == 3
 
 
 async def test_requests_per_day_and_the_workspace_wording(agent_env: AgentEnv) -> None:
     env = agent_env
-    clock = Clock(NOON)
+    clock = FakeClock(NOON)
     limit(env.agent, clock, Quotas(user_per_day=2, server_per_minute=3))
     assert not (await env.agent.handle(ask("u1"))).error
     assert not (await env.agent.handle(ask("u1"))).error
@@ -146,7 +139,7 @@ async def test_requests_per_day_and_the_workspace_wording(agent_env: AgentEnv) -
 
 async def test_admins_are_exempt_and_not_counted(agent_env: AgentEnv) -> None:
     env = agent_env
-    limit(env.agent, Clock(NOON), Quotas(user_per_minute=1, server_per_minute=1))
+    limit(env.agent, FakeClock(NOON), Quotas(user_per_minute=1, server_per_minute=1))
     for _ in range(3):
         assert not (await env.agent.handle(ask("admin", admin=True))).error
     assert not (await env.agent.handle(ask("u1"))).error  # the admin used none of it
@@ -156,7 +149,7 @@ async def test_admins_are_exempt_and_not_counted(agent_env: AgentEnv) -> None:
 
 async def test_discord_dms_have_no_server_quota(agent_env: AgentEnv) -> None:
     env = agent_env
-    limit(env.agent, Clock(NOON), Quotas(server_per_minute=1))
+    limit(env.agent, FakeClock(NOON), Quotas(server_per_minute=1))
     for user in ("u1", "u2"):
         dm = ConversationKey("discord", "dm", f"dm-{user}", None)
         assert not (await env.agent.handle(ask(user, dm))).error
@@ -164,7 +157,9 @@ async def test_discord_dms_have_no_server_quota(agent_env: AgentEnv) -> None:
 
 async def test_plan_previews_are_counted(agent_env: AgentEnv) -> None:
     env = agent_env
-    limiter = limit(env.agent, Clock(NOON), Quotas(user_per_minute=2, user_tokens_per_day=10**9))
+    limiter = limit(
+        env.agent, FakeClock(NOON), Quotas(user_per_minute=2, user_tokens_per_day=10**9)
+    )
     preview = await env.agent.plan_only(ask("u1"))
     assert not preview.error, preview.note
     spent = preview.usage.prompt_tokens + preview.usage.completion_tokens

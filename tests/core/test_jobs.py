@@ -347,7 +347,7 @@ async def test_a_job_that_keeps_killing_its_process_is_given_up_with_a_word(
         for n in range(env.agent.jobs.max_attempts):  # five processes died on it
             clock.advance(LEASE + 1)
             claimed = await store.claim(
-                owner=f"dead-{n}", kinds=[KIND], now=clock(), lease=LEASE, limit=1
+                owner=f"dead-{n}", kinds=[KIND], now=clock.utc(), lease=LEASE, limit=1
             )
             assert [r.id for r in claimed] == [job]
         clock.advance(LEASE + 1)

@@ -28,6 +28,7 @@ from core.lease_holder import gone, holder, owner_name
 from core.store import Database, MediaStore, Repo
 from core.store.jobs import DONE, RUNNING, JobStore
 from core.types import ConversationKey, Job, Notice, QueuePosition, new_request_id
+from tests.fakes.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND = "held"
@@ -128,14 +129,10 @@ async def store_at(url: str, tmp_path: Path) -> AsyncIterator[JobStore]:
         await db.aclose()
 
 
-class StillClock:
-    """A clock that does not move (a lease never runs out on it)."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
+def still_clock(at: datetime) -> FakeClock:
+    """Wall time that does not move (a lease never runs out on it); the
+    queue's intervals are real."""
+    return FakeClock(at.timestamp(), real_monotonic=True)
 
 
 async def held_row(store: JobStore, job: int) -> tuple[str | None, datetime]:
@@ -167,7 +164,7 @@ async def test_a_restarted_process_takes_a_killed_ones_job_at_once(
             child.kill()
             await child.proc.wait()
         assert gone(owner)
-        clock = StillClock(expires - timedelta(seconds=30))  # half way through its lease
+        clock = still_clock(expires - timedelta(seconds=30))  # half way through its lease
         queue = TurnQueue(store, poll=0.05, clock=clock)
         runner = Recorder()
         queue.register(KIND, runner)  # its first round finds the job
@@ -176,7 +173,7 @@ async def test_a_restarted_process_takes_a_killed_ones_job_at_once(
         finally:
             await queue.aclose()
     assert runner.ran == [(child.job, True)]  # resumed
-    assert clock() < expires  # its lease had not run out
+    assert clock.utc() < expires  # its lease had not run out
 
 
 async def test_a_request_waiting_behind_a_killed_process_goes_on_at_once(
@@ -187,7 +184,7 @@ async def test_a_request_waiting_behind_a_killed_process_goes_on_at_once(
         child_holding_a_job(shared_db_url, tmp_path) as child,
     ):
         _, expires = await held_row(store, child.job)
-        clock = StillClock(expires - timedelta(seconds=30))
+        clock = still_clock(expires - timedelta(seconds=30))
         queue = TurnQueue(store, poll=0.05, clock=clock)
         runner = Recorder()
         queue.register(KIND, runner)
@@ -201,7 +198,7 @@ async def test_a_request_waiting_behind_a_killed_process_goes_on_at_once(
         finally:
             await queue.aclose()
     assert runner.ran == [(child.job, True), (mine.job.id, False)]  # in order
-    assert clock() < expires
+    assert clock.utc() < expires
 
 
 # --- what proves a process gone, and what does not -----------------------------------

@@ -21,6 +21,7 @@ from core.server_settings import (
 from core.store import Database
 from core.store.server_settings import ServerSettingsStore
 from core.types import ConversationKey
+from tests.fakes.clock import FakeClock
 
 DETR = ModelInfo("facebook/detr-resnet-50", "object-detection", downloads=900)
 YOLOS = ModelInfo("hustvl/yolos-tiny", "object-detection", downloads=500)
@@ -30,14 +31,6 @@ CATALOG = Catalog([DETR, YOLOS, SDXL, FLUX])
 RUNNABLE = ["object-detection", "text-to-image", "summarization"]
 QUOTAS = Quotas(user_per_minute=20, user_per_day=200, server_tokens_per_day=10_000_000)
 GUILD = ServerKey("discord", "123")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- the key ----------------------------------------------------------------
@@ -275,7 +268,7 @@ async def test_service_set_unset_and_list(database: Database) -> None:
 
 
 async def test_cache_is_cleared_by_a_save_here_and_expires_for_others(database: Database) -> None:
-    clock = Clock()
+    clock = FakeClock()
     store = CountingStore(database)
     mine = ServerSettingsService(store, ttl=30, clock=clock)
     theirs = ServerSettingsService(ServerSettingsStore(database))  # another process
@@ -285,9 +278,9 @@ async def test_cache_is_cleared_by_a_save_here_and_expires_for_others(database: 
     await mine.set(GUILD, "language", "Italian")
     assert (await mine.get(GUILD)).language == "Italian"  # at once after a save here
     await theirs.set(GUILD, "language", "Polish")
-    clock.now += 29
+    clock.advance(29)
     assert (await mine.get(GUILD)).language == "Italian"  # still cached
-    clock.now += 1
+    clock.advance(1)
     assert (await mine.get(GUILD)).language == "Polish"  # expired: read again
 
 

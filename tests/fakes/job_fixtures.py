@@ -5,8 +5,9 @@ share, a fake clock for leases, and a recording :class:`JobRunner`.
   ``tmp_path``, or (``TEST_DATABASE_URL`` set) a fresh PostgreSQL *database*
   created for the test and dropped after it, so separate engines and
   processes configured by ``DATABASE_URL`` alone see the same rows.
-* :class:`FakeClock` – ``now()`` is the real time plus an offset a test moves
-  (``advance``) to make leases run out without waiting.
+* :class:`FakeClock` – :class:`tests.fakes.clock.FakeClock` on the real time:
+  ``now()`` is the real time plus an offset a test moves (``advance``) to make
+  leases run out without waiting; intervals and sleeps are real.
 * :class:`RecordingRunner` – runs ``"test"`` jobs whose payload is
   ``{"key": [...], "user": …, "text": …}`` through ``agent.handle`` and
   records replies, queue notices and how many ran at once.
@@ -18,7 +19,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from core.jobs import TurnJob
-from core.store.models import utcnow
 from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
+from tests.fakes import clock
 from tests.fakes.db_fixtures import PG_URL, sqlite_url
 
 KIND = "test"
@@ -73,17 +73,11 @@ async def shared_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         yield url
 
 
-class FakeClock:
+class FakeClock(clock.FakeClock):
     """Real time plus a movable offset (leases expire when it is advanced)."""
 
     def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def __call__(self) -> datetime:
-        return utcnow() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += timedelta(seconds=seconds)
+        super().__init__(wall=None, real_monotonic=True)
 
 
 def job_payload(key: ConversationKey, text: str, user: str = "u1") -> dict[str, Any]:

@@ -13,6 +13,7 @@ from core.evaluation.datasets import item_of
 from core.evaluation.runner import EMPTIED, PlanningOptions, plan_request, run_eval
 from core.planning import reask_messages
 from core.tasks import TASKS
+from tests.fakes.clock import FakeClock
 from tests.fakes.openai_fake import FakeLLM
 
 OPTIONS = PlanningOptions(tuple(TASKS), max_tasks=10, max_tokens=4096)
@@ -20,16 +21,6 @@ CAPTION = json.dumps(
     [{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "cat.png"}}]
 )
 CUT_OFF = '[{"task": "image-to-text", "id": 0, "dep": [-1], "args": {"image": "cat.p'
-
-
-class Clock:
-    """A fake clock: each reading is the next of ``times``."""
-
-    def __init__(self, *times: float) -> None:
-        self.times = list(times)
-
-    def __call__(self) -> float:
-        return self.times.pop(0)
 
 
 def item(request: str = "Describe cat.png", **extra: Any) -> Any:
@@ -43,7 +34,7 @@ def fake_tokens(body: dict[str, Any], answer: str) -> tuple[int, int]:
 
 async def test_a_valid_first_answer(llm_fake: FakeLLM) -> None:
     llm_fake.reply("plan", CAPTION)
-    r = await plan_request(llm_fake.client(), item(), OPTIONS, Clock(10.0, 12.5))
+    r = await plan_request(llm_fake.client(), item(), OPTIONS, FakeClock(readings=(10.0, 12.5)))
     assert (r.parsed, r.valid, r.reasked) == (True, True, False)
     assert r.plan is not None and [t.task for t in r.plan] == ["image-to-text"]
     assert r.latency == 2.5

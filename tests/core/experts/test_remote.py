@@ -19,6 +19,7 @@ from core.experts.remote import REMOTE_TASKS, RemoteExpert
 from core.experts.remote_outputs import sniff_mime
 from core.results import Blob, Label, TaskInputs
 from core.tasks import TASKS, TaskTimeouts
+from tests.fakes.clock import FakeClock
 from tests.fakes.hf_fake import FakeHF, HFCall, depth_response
 from tests.fakes.samples import sample_jpeg, sample_mp4, sample_png, sample_wav
 
@@ -41,21 +42,20 @@ def timeouts(seconds: float) -> TaskTimeouts:
     return TaskTimeouts(seconds, seconds, seconds)
 
 
-class Sleeps(list[float]):
-    """A fake clock's sleep: records how long the expert asked to wait."""
-
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def sleeps(clock: FakeClock) -> list[float]:
+    """How long the expert asked to wait, each time (on the fake clock)."""
+    return clock.sleeps
 
 
 @pytest.fixture
-async def expert(hf_fake: FakeHF, sleeps: Sleeps) -> AsyncIterator[RemoteExpert]:
-    e = RemoteExpert(token=TOKEN, base_url=hf_fake.base_url, timeouts=timeouts(5), sleep=sleeps)
+async def expert(hf_fake: FakeHF, clock: FakeClock) -> AsyncIterator[RemoteExpert]:
+    e = RemoteExpert(token=TOKEN, base_url=hf_fake.base_url, timeouts=timeouts(5), clock=clock)
     yield e
     await e.aclose()
 
@@ -556,7 +556,7 @@ async def test_http_errors_become_task_failed(
 async def test_loading_and_rate_limits_are_waited_for_then_retried(
     hf_fake: FakeHF,
     expert: RemoteExpert,
-    sleeps: Sleeps,
+    sleeps: list[float],
     status: int,
     body: dict[str, object],
     headers: dict[str, str] | None,
@@ -572,7 +572,7 @@ async def test_loading_and_rate_limits_are_waited_for_then_retried(
 
 
 async def test_waits_are_bounded_then_the_model_fails(
-    hf_fake: FakeHF, expert: RemoteExpert, sleeps: Sleeps
+    hf_fake: FakeHF, expert: RemoteExpert, sleeps: list[float]
 ) -> None:
     hf_fake.serve("org/m", "image-classification")
     hf_fake.fail("org/m", status=503, times=-1)  # loading forever
@@ -587,7 +587,7 @@ async def test_waits_are_bounded_then_the_model_fails(
 
 
 async def test_out_of_credits_says_where_to_top_up_and_is_final(
-    hf_fake: FakeHF, expert: RemoteExpert, sleeps: Sleeps
+    hf_fake: FakeHF, expert: RemoteExpert, sleeps: list[float]
 ) -> None:
     hf_fake.serve("org/m", "summarization")
     hf_fake.fail("org/m", status=402, body={"error": "You have exceeded your monthly credits"})

@@ -21,17 +21,11 @@ from core.experts.providers import SERVED_TASKS, configure
 from core.experts.remote import RemoteExpert
 from core.results import Blob, TaskInputs, TaskResult
 from core.tasks import TASKS, TaskTimeouts
+from tests.fakes.clock import FakeClock
 from tests.fakes.hf_service import FakeHFService, ProviderMapping
 from tests.fakes.samples import sample_png, sample_wav
 
 TOKEN = "hf_test_token"
-
-
-class Sleeps(list[float]):
-    """A fake clock's sleep: records how long the expert asked to wait."""
-
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture
@@ -42,13 +36,19 @@ def svc(hf_service: FakeHFService) -> Iterator[FakeHFService]:
 
 
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-async def expert(svc: FakeHFService, sleeps: Sleeps) -> AsyncIterator[RemoteExpert]:
-    e = RemoteExpert(token=TOKEN, timeouts=TaskTimeouts(20, 20, 20), sleep=sleeps)
+def sleeps(clock: FakeClock) -> list[float]:
+    """How long the expert asked to wait, each time (on the fake clock)."""
+    return clock.sleeps
+
+
+@pytest.fixture
+async def expert(svc: FakeHFService, clock: FakeClock) -> AsyncIterator[RemoteExpert]:
+    e = RemoteExpert(token=TOKEN, timeouts=TaskTimeouts(20, 20, 20), clock=clock)
     yield e
     await e.aclose()
 
@@ -142,7 +142,7 @@ async def test_auto_takes_the_first_live_provider_the_client_speaks_to(
 
 
 async def test_a_pinned_provider_wins_and_hf_provider_applies_to_all(
-    svc: FakeHFService, sleeps: Sleeps
+    svc: FakeHFService, clock: FakeClock
 ) -> None:
     mappings = {
         "replicate": ProviderMapping("org/painter-r", "text-to-image"),
@@ -150,8 +150,8 @@ async def test_a_pinned_provider_wins_and_hf_provider_applies_to_all(
     }
     model = add_t2i(svc, "org/painter", mappings)
     pinned = ModelInfo(model.id, model.task, providers=model.providers, provider="fal-ai")
-    only_fal = RemoteExpert(token=TOKEN, provider="fal-ai", sleep=sleeps)
-    auto = RemoteExpert(token=TOKEN, sleep=sleeps)
+    only_fal = RemoteExpert(token=TOKEN, provider="fal-ai", clock=clock)
+    auto = RemoteExpert(token=TOKEN, clock=clock)
     try:
         await auto.run("text-to-image", pinned, TaskInputs(text="a fox"))
         await only_fal.run("text-to-image", model, TaskInputs(text="a fox"))
@@ -270,7 +270,7 @@ async def test_not_found_on_hf_inference_marks_the_model_dead(
 
 @pytest.mark.parametrize(("status", "waited"), [(503, 20.0), (429, 2.0)])
 async def test_loading_and_rate_limits_wait_as_told_then_succeed(
-    svc: FakeHFService, expert: RemoteExpert, sleeps: Sleeps, status: int, waited: float
+    svc: FakeHFService, expert: RemoteExpert, sleeps: list[float], status: int, waited: float
 ) -> None:
     model = next(m for m in Catalog.load().models("text-to-image") if m.providers)
     svc.fail(model.id, status)

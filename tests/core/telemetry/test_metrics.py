@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from core.types import (
     Usage,
 )
 from tests.fakes.agent_fixture import open_agent_env
+from tests.fakes.clock import FakeClock
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.loopback import free_port
 from tests.fakes.openai_fake import FakeLLM
@@ -129,8 +130,8 @@ def test_metrics_endpoint_shows_what_was_observed() -> None:
         urllib.request.urlopen(server.url, timeout=5)
 
 
-def fake_clock(*times: float) -> Callable[[], float]:
-    return iter(times).__next__
+def fake_clock(*times: float) -> FakeClock:
+    return FakeClock(readings=times)
 
 
 def test_the_scopes_time_and_count_each_call(metrics_on: None) -> None:
