@@ -72,11 +72,10 @@ async def test_two_agents_on_one_database_share_the_quotas(
                     repo=Repo(db, env.agent.media),
                     media=env.agent.media,
                     config=config,
+                    clock=clock,  # their quota windows on it
                 )
                 for db in (first, second)
             ]
-            for replica in replicas:
-                limit(replica, clock)
             channels = [ConversationKey("discord", "guild-1", f"chan-{i}") for i in range(6)]
             replies = await asyncio.gather(
                 *(replicas[i % 2].handle(ask(f"user-{i}", channels[i])) for i in range(6))
