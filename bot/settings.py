@@ -49,6 +49,9 @@ MIB = 1024 * 1024
 _AGENT = AgentConfig()
 _TIMEOUTS = TaskTimeouts()
 
+# The config classes settings feed (bot.app builds each): core.config.AgentConfig,
+# core.tasks.TaskTimeouts, core.llm.LLM, core.experts.local.LocalExpert,
+# adapters.discord's AccessPolicy and DiscordConfig, adapters.slack's SlackConfig.
 Target = Literal["agent", "timeouts", "llm", "local", "access", "discord", "slack"]
 
 
