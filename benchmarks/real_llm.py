@@ -364,7 +364,11 @@ def bot_env(server: LlamaServer, hf: HFService, data_dir: Path) -> dict[str, str
         PYTHONPATH=str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
         PYTHONUNBUFFERED="1",
     )
+    env.update(BOT_SETTINGS)  # --set NAME=VALUE
     return env
+
+
+BOT_SETTINGS: dict[str, str] = {}  # bot settings given on the command line (--set)
 
 
 def code_info(env: dict[str, str], cwd: Path) -> dict[str, Any]:
@@ -835,7 +839,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=Path(os.environ.get("REAL_LLM_DIR", "~/.cache/real-llm")).expanduser(),
     )  # fmt: skip
     ap.add_argument("--workdir", type=Path, help="keep every log and data dir here")
-    return ap.parse_args(argv)
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="a bot setting for every run (e.g. --set LLM_TEMPERATURE=0); repeatable",
+    )  # fmt: skip
+    args = ap.parse_args(argv)
+    for item in args.set:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            ap.error(f"--set takes NAME=VALUE, not {item!r}")
+        BOT_SETTINGS[name.upper()] = value
+    return args
 
 
 @contextlib.contextmanager
@@ -907,6 +921,7 @@ def main(argv: list[str] | None = None) -> int:
             hf.close()
         meta["server_speed"] = speed
         meta["total_wall_s"] = round(time.perf_counter() - started, 1)
+        meta["bot_settings"] = dict(BOT_SETTINGS)
         meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         rows = table_rows(ev, asks, meta)
         server_info = meta["server"]
