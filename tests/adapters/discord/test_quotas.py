@@ -8,6 +8,7 @@ from core.ratelimit import QuotaLimiter, Quotas
 from core.store.quotas import QuotaStore
 from tests.adapters.discord.conftest import Harness, config, running_bot
 from tests.fakes.agent_fixture import AgentEnv
+from tests.fakes.clock import FakeClock
 from tests.fakes.discord_fake import BOT_ID, CHANNEL_ID, FakeDiscord
 
 MANAGE_GUILD = 1 << 5
@@ -19,7 +20,8 @@ REFUSED = "❌ You have used your 1 request this minute; try again in 40 s."
 def one_request_a_minute(h: Harness) -> None:
     agent = h.env.agent
     store: QuotaStore = agent.limiter.store
-    agent.limiter = QuotaLimiter(store, Quotas(user_per_minute=1), clock=lambda: MINUTE_START + 20)
+    clock = FakeClock(MINUTE_START + 20)
+    agent.limiter = QuotaLimiter(store, Quotas(user_per_minute=1), clock=clock)
 
 
 async def test_plan_is_counted_and_the_refusal_is_shown(harness: Harness) -> None:

@@ -10,6 +10,7 @@ from core.ratelimit import QuotaLimiter, Quotas
 from tests.adapters.slack.conftest import BotFactory
 from tests.adapters.slack.test_events import finished
 from tests.fakes.agent_fixture import AgentEnv
+from tests.fakes.clock import FakeClock
 from tests.fakes.slack_fake import event_body, mention_event
 
 REFUSED = "You have used your 1 request this minute; try again in 40 s."
@@ -20,7 +21,7 @@ async def test_admin_allow_list_is_exempt_and_others_are_told_the_quota(
 ) -> None:
     agent = agent_env.agent
     agent.limiter = QuotaLimiter(
-        agent.limiter.store, Quotas(user_per_minute=1), clock=lambda: 60_000_020.0
+        agent.limiter.store, Quotas(user_per_minute=1), clock=FakeClock(60_000_020.0)
     )
     bot = await make_slack_bot(agent, admin_users=frozenset({"UADMIN"}))
     finals = []
