@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from core.errors import BotError, ConfigError, StoreUnavailable
 
@@ -197,6 +197,22 @@ def _first_bot_error(group: BaseExceptionGroup[BaseException]) -> BotError | Non
     return None
 
 
+# Commands that serve many requests: their warm-ups start with the process.
+_SERVES = ("run", "serve")
+
+
+def _warm_up_early() -> None:
+    """Start every warm-up (core.warmup: the codecs, NumPy, Pillow's drawing)
+    now, in its thread, while this thread imports the SDKs and opens the
+    store: they are done before the platform connects.  Started later (at
+    ``Agent.warm_up``) they ran while the first request did, taking its
+    event loop's turns on the interpreter lock (a fresh ``run`` process's
+    first request: 100–200 ms later than its second)."""
+    from core.warmup import PROCESS
+
+    PROCESS.all()
+
+
 # Commands that open the database.
 _USES_DATABASE = ("run", "serve", "ask", "chat", "db", "usage", "config")
 _DATABASE_EXAMPLES = "e.g. sqlite+aiosqlite:///./data/bot.db or postgresql+asyncpg://USER@HOST/DB"
@@ -290,10 +306,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _command(args, not_handed_over)
+        code = _command(args, not_handed_over)
     finally:
         if enabled:
             gc.enable()
+    if not_handed_over is not None:
+        if code in (0, 1):  # it ran (a configuration error would stop a worker too)
+            _start_worker()
+        if argv is None:  # the program itself (python -m bot, the console script)
+            _exit_now(code)
+    return code
+
+
+def _start_worker() -> None:
+    """After an ``ask`` or ``chat`` that ran here: a CLI worker for the next
+    ones, in the background (bot.worker_start; at a terminal, unless
+    CLI_WORKER_START=never).  Nothing is printed; the log says so."""
+    from bot import worker_start
+
+    started = worker_start.start()
+    if isinstance(started, worker_start.Started):
+        log.info(
+            "started a CLI worker in the background (pid %d, log %s): the next ask and chat "
+            "run in it; it stops after %ss without a command (CLI_WORKER_START=never: "
+            "start none)",
+            started.pid,
+            started.log,
+            started.idle,
+        )
+    else:
+        log.debug("no CLI worker started: %s", started)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End ``ask`` or ``chat`` without the interpreter's teardown: freeing
+    every object of the SDKs' modules one by one took 60–130 ms after the
+    answer was printed.  Everything was closed by then (the store, the
+    clients, the log file): flush what was written, then exit."""
+    import contextlib
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nobody reads it
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> int:
@@ -306,6 +362,8 @@ def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> in
     except Exception as e:  # pydantic ValidationError: name the bad variable
         return _fail(args, 2, f"error: invalid configuration: {_settings_problem(e)}")
     _setup_logging(settings, args, not_handed_over)
+    if args.command in _SERVES:
+        _warm_up_early()
     try:
         if args.command in _USES_DATABASE:
             _check_database_url(settings.database_url)

@@ -4,15 +4,18 @@ A fresh process meets each kind of output for the first time on some
 request's critical path.  The first audio a model returns loads PyAV,
 libsndfile and NumPy to check it and starts the Opus encoder to re-encode
 it; the first boxes to draw load NumPy and Pillow's drawing and fonts; the
-first picture decoded loads Pillow's codecs.  Each costs from tens to
-hundreds of milliseconds, and a warm process never pays it again: a ``run``
-process's first requests and every ``python -m bot ask`` did.
+first picture decoded loads Pillow's codecs; every request's first ORM
+query configures SQLAlchemy's mappers and its first LLM answer builds the
+SDK's response models (``clients``).  Each costs from tens to hundreds of
+milliseconds, and a warm process never pays it again: a ``run`` process's
+first requests and every ``python -m bot ask`` did.
 
 :meth:`Warmups.start` runs the warm-ups for a plan's tasks (:func:`needs`)
 in a thread of its own, the moment the plan is known (the executor asks
 before its first task starts), so they overlap the first model calls
 instead of following them; a long-running process asks for all of them at
-start.  Each runs once per process, one after the other, never on the event
+start (``run`` and ``serve`` as the process starts, beside its imports, so
+they are done before the platform connects: bot.__main__).  Each runs once per process, one after the other, never on the event
 loop.  A task that needs one still running waits for it through Python's
 import lock, never does the work twice.  A warm-up that fails is logged and
 forgotten: the task loads what it needs itself, as it would have.
@@ -30,6 +33,7 @@ from core.tasks import AUDIO, IMAGE, TASKS, VIDEO
 
 log = logging.getLogger(__name__)
 
+CLIENTS = "clients"
 PICTURES = "pictures"
 DRAWING = "drawing"
 SOUND = "audio"
@@ -90,7 +94,24 @@ def _video() -> None:
     import core.experts.video  # noqa: F401
 
 
+def _clients() -> None:
+    """What every request's first use builds: SQLAlchemy's mapper configuration
+    (the first ORM query configures every mapper: 10–15 ms) and the OpenAI
+    SDK's response models, whose validators are built on first use (defer_build)."""
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
+    from openai.types.chat.chat_completion import Choice
+    from openai.types.completion_usage import CompletionUsage
+    from sqlalchemy.orm import configure_mappers
+
+    import core.store.models  # noqa: F401  (its mappers are the ones to configure)
+
+    configure_mappers()
+    for model in (ChatCompletion, ChatCompletionMessage, Choice, CompletionUsage):
+        model.model_rebuild()
+
+
 WARMERS: dict[str, Callable[[], None]] = {
+    CLIENTS: _clients,
     PICTURES: _pictures,
     DRAWING: _drawing,
     SOUND: _audio,
