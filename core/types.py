@@ -18,6 +18,10 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import ConfigDict, Field, TypeAdapter
 
+# Time, for adapters too (their status pacing): one Clock protocol, one real clock.
+from core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
+from core.clock import Clock as Clock
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationKey:

@@ -11,7 +11,7 @@ is out.  A failed edit is logged and never breaks the request (the answer
 matters more than the status; the next state replaces it anyway).
 
 With an interval of 0 (the terminal) every state is shown, in order, at once.
-Time comes from an injectable :class:`~adapters.chat.surface.Clock`, so
+Time comes from an injectable :class:`~core.clock.Clock` (its ``monotonic``), so
 tests check the pacing on a fake clock.
 """
 
@@ -57,7 +57,7 @@ class StatusMessage:
         await self._surface.post_status(text)
         self._opened = True
         self._shown = self._latest = text
-        self._last_push = self._clock.now()
+        self._last_push = self._clock.monotonic()
 
     async def show(self, text: str) -> None:
         """Ask for ``text`` to be shown; returns at once (the newest text wins)."""
@@ -104,11 +104,11 @@ class StatusMessage:
     async def _flush(self) -> None:
         try:
             while self._latest is not None and self._latest != self._shown:
-                wait = self._last_push + self._interval - self._clock.now()
+                wait = self._last_push + self._interval - self._clock.monotonic()
                 if wait > 0:
                     await self._clock.sleep(wait)  # rate limit, not synchronisation
                 text = self._latest
-                self._last_push = self._clock.now()
+                self._last_push = self._clock.monotonic()
                 await self._push(text)
         finally:
             self._flusher = None

@@ -11,14 +11,13 @@ shows the answer as it is written inside the status message.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from adapters.chat.board import Board
-from core.types import Resource
+from core.types import SYSTEM_CLOCK, Resource
+from core.types import Clock as Clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,23 +82,9 @@ class BoardSurface(Surface, Protocol):
     def follow(self, board: Board) -> None: ...
 
 
-class Clock(Protocol):
-    """Time for pacing (tests inject a fake one)."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class MonotonicClock:
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-MONOTONIC = MonotonicClock()
+# Time for pacing: the core's clock (``monotonic`` and ``sleep``); tests inject
+# a fake one.
+MONOTONIC: Clock = SYSTEM_CLOCK
 
 
 @dataclass(frozen=True, slots=True)

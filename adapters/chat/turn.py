@@ -100,7 +100,7 @@ class _Turn:
         if isinstance(surface, BoardSurface):
             surface.follow(self.board)  # it shows the state natively as well
         self.streamed = ""
-        self.started = clock.now()
+        self.started = clock.monotonic()
 
     async def run(self, request: RequestSource, downloading: bool) -> Reply | None:
         resumed = self.job is not None and self.job.resumed
@@ -175,7 +175,7 @@ class _Turn:
             failed = self.renderer.failed(self.renderer.sorry(self.rid), reply.tasks, self.limit)
             await self.status.close(failed)
             return
-        elapsed = self.clock.now() - self.started
+        elapsed = self.clock.monotonic() - self.started
         await self.status.close(self.renderer.final(reply, elapsed, self.limit))
         log.info(
             "request %s answered (%s, %d files) in %.2f s",

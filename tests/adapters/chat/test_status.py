@@ -24,6 +24,9 @@ class Steps:
     def now(self) -> float:
         return self.t
 
+    def monotonic(self) -> float:
+        return self.t
+
     async def sleep(self, seconds: float) -> None:
         until = self.t + seconds
         async with self._moved:
