@@ -1,4 +1,4 @@
-"""The one fake :class:`core.clock.Clock` (and the adapters' pacing clock).
+"""The one fake :class:`core.clock.Clock` (the core's and the adapters' status pacing).
 
 By default time stands still until something moves it: ``advance(s)`` or
 ``await sleep(s)`` moves it on by ``s`` at once (``sleep`` also yields to the
@@ -60,6 +60,5 @@ class FakeClock:
         await asyncio.sleep(0)
 
 
-# The adapters' status pacing reads ``now()`` as its interval clock: from 0,
-# the same as ``monotonic()`` here.
+# The name the adapters' pacing tests know it by.
 PacingClock = FakeClock
