@@ -39,7 +39,7 @@ from bot.app import llm_key, open_agent
 from bot.lifecycle import Lifecycle
 from bot.settings import Settings
 from core.errors import BotError, ConfigError
-from core.types import AgentAPI, Attachment, Job, Reply, Request
+from core.types import REPLY_ADAPTER, AgentAPI, Attachment, Job, Reply, Request
 
 log = logging.getLogger("bot.worker")
 
@@ -501,7 +501,8 @@ async def serve(
     with _only_worker(path), _logs_to_clients(settings):
         async with open_agent(settings) as agent:
             agent.warm_up()  # codecs and the first hosted session, before the first ask
-            wire.prepare()  # the message checker too
+            wire.prepare()  # the message checker too,
+            REPLY_ADAPTER.rebuild()  # and `ask --json`'s reply JSON
             origin = worker_client.Origin.here()
             worker = Worker(
                 agent,
