@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import discord
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from adapters.chat import run_turn
 from adapters.discord.incoming import download_each, refusal
@@ -88,9 +88,8 @@ class MessagePayload(_Asked):
 Payload = InteractionPayload | MessagePayload
 # A job's payload as stored (JSON); ``via`` says which.  Payloads stored by
 # earlier versions load too: the same names, and what they lacked has a default.
-PAYLOAD: TypeAdapter[Payload] = TypeAdapter(
-    Annotated[Payload, Field(discriminator="via")], config=ConfigDict(defer_build=True)
-)
+# Built at import, not on the first request.
+PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Annotated[Payload, Field(discriminator="via")])
 
 
 def _refs(attachments: list[Any]) -> tuple[AttachmentRef, ...]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import TypeAdapter
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat import run_turn
@@ -42,8 +42,6 @@ class Incoming:
     """What a listener read from a Slack event; stored as the job's payload
     (:data:`PAYLOAD`)."""
 
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(defer_build=True)
-
     team: str
     channel: str
     user: str
@@ -67,7 +65,7 @@ class Incoming:
 
 # A job's payload as stored (JSON): the event as the listener read it.
 # Payloads stored by earlier versions load too: the same names, and what they
-# lacked (``assistant``) has a default.
+# lacked (``assistant``) has a default.  Built at import, not on the first ack.
 PAYLOAD: TypeAdapter[Incoming] = TypeAdapter(Incoming)
 
 
