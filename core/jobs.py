@@ -547,7 +547,7 @@ class TurnQueue:
                 return
             except StoreUnavailable as exc:
                 log.warning("job %s: could not mark it done (try %d): %s", job.id, attempt, exc)
-                await asyncio.sleep(0.5 * attempt)
+                await self.clock.sleep(0.5 * attempt)
         log.error("job %s: answered; it will be marked done when the database is back", job.id)
         self._unmarked[job.id] = error
 

@@ -398,7 +398,7 @@ class LLM:
                             retries,
                             self.max_retries,
                         )
-                        await asyncio.sleep(delay)
+                        await self._clock.sleep(delay)
                         continue
                     log.warning(
                         "llm call failed model=%s host=%s cause=%s status=%s code=%s latency=%.2fs",
