@@ -1,10 +1,12 @@
-"""The state of one request while the agent works on it, and the files it
-brings and makes.
+"""One request while the agent works on it, and the files it brings and makes.
 
-Uploads are checked by their bytes and written to the media store before
-planning (the planner sees their handles); every generated file is stored
-the moment its task finishes, so later tasks and the answer name it by
-handle.  The database rows are written once, at the end, by the agent.
+:class:`Turn` is what a turn's steps share: the request, its conversation's
+history, its server's settings, and its :class:`~core.turn_state.TurnState`
+(what a stopped process would resume from: uploads, generated files, usage,
+timings, plan, outcomes).  Uploads are checked by their bytes and written to
+the media store before planning (the planner sees their handles); every
+generated file is stored the moment its task finishes, so later tasks and the
+answer name it by handle.  The database rows are written once, at the end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from core.server_settings import TurnSettings
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History
+from core.turn_state import TurnState
 from core.types import PlanNote, Request, Resource, TaskRecord, TaskState, Usage
 
 # Short handles for generated files, named for the task that made them.
@@ -38,16 +41,29 @@ OUTPUT_NAMES = {
 
 @dataclass(slots=True)
 class Turn:
-    """Mutable state of one request while it runs."""
+    """One request while it runs: what its steps share."""
 
     request: Request
-    usage: Usage = field(default_factory=Usage)
+    state: TurnState = field(default_factory=TurnState)  # what a checkpoint keeps
     history: History = field(default_factory=lambda: History([], {}))
-    uploads: list[Resource] = field(default_factory=list)
-    generated: list[Resource] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
     settings: TurnSettings | None = None  # its server's settings applied (set as it starts)
     plan_notes: list[PlanNote] = field(default_factory=list)  # repairs that changed the plan
+
+    @property
+    def uploads(self) -> list[Resource]:
+        return self.state.uploads or []
+
+    @property
+    def generated(self) -> list[Resource]:
+        return self.state.generated
+
+    @property
+    def usage(self) -> Usage:
+        return self.state.usage
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.state.timings
 
     def handles(self) -> dict[str, str]:
         """Every file this turn may name: handle → kind."""
@@ -75,13 +91,15 @@ class Turn:
             )
             checked.append((a, mt))
         taken = set(self.handles())
+        stored: list[Resource] = []
         for a, mt in checked:
             rel, sha = await media.put(a.data, mt.ext)
             handle = allocate_handle(taken, a.name)
             taken.add(handle)
-            self.uploads.append(
+            stored.append(
                 Resource(handle, mt.kind, mt.mime, media.path(rel), sha, len(a.data), "upload")
             )
+        self.state.uploads = stored
 
     async def store_output(
         self, media: MediaStore, blob: Blob, task: str, task_id: int

@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.agent import _Progress
+from core.checkpoint import CheckpointWriter
 from core.errors import StoreUnavailable
 from core.execution import TaskOutcome
 from core.store.models import Message, UsageTurn
-from core.turn import Turn
 from core.turn_state import TurnState
 from core.types import ConversationKey, Job, Notice, Request
 from tests.core.store.test_refused import refuse
@@ -241,13 +240,12 @@ async def test_saves_asked_during_a_write_share_the_next_write(agent_env: AgentE
     env = agent_env
     async with held_job(env) as job:
         gated = Gated(job)
-        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
-        turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
+        progress = CheckpointWriter(gated, TurnState(), env.agent.media)  # type: ignore[arg-type]
         durable: dict[int, set[str]] = {}
 
         async def finished(i: int) -> None:
-            progress.cp.finished(TaskOutcome(i, "t"))
-            await progress.save(turn)
+            progress.state.finished(TaskOutcome(i, "t"))
+            await progress.save()
             durable[i] = await stored_outcomes(env, job)  # what the store has on return
 
         first = asyncio.create_task(finished(0))
@@ -276,12 +274,11 @@ async def test_a_failed_write_leaves_the_waiting_callers_to_write(agent_env: Age
     async with held_job(env) as job:
         gated = Gated(job)
         gated.fail = {0}
-        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
-        turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
+        progress = CheckpointWriter(gated, TurnState(), env.agent.media)  # type: ignore[arg-type]
 
         async def finished(i: int) -> None:
-            progress.cp.finished(TaskOutcome(i, "t"))
-            await progress.save(turn)
+            progress.state.finished(TaskOutcome(i, "t"))
+            await progress.save()
 
         first = asyncio.create_task(finished(0))
         await gated.writes_begun(1)
@@ -303,11 +300,10 @@ async def test_saves_one_after_another_each_write(agent_env: AgentEnv) -> None:
     env = agent_env
     async with held_job(env) as job:
         gated = Gated(job)
-        progress = _Progress(env.agent, gated, TurnState())  # type: ignore[arg-type]
-        turn = Turn(Request(KEY, "u1", "hi", request_id=job.request_id))
+        progress = CheckpointWriter(gated, TurnState(), env.agent.media)  # type: ignore[arg-type]
         for i in range(3):
-            progress.cp.finished(TaskOutcome(i, "t"))
-            saving = asyncio.create_task(progress.save(turn))
+            progress.state.finished(TaskOutcome(i, "t"))
+            saving = asyncio.create_task(progress.save())
             await gated.writes_begun(i + 1)
             gated.gates[i].set()
             await saving

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import core.agent
+import core.previews
 from core.types import Attachment, ConversationKey, Request
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.samples import sample_png
@@ -22,13 +22,13 @@ async def test_plan_only_decodes_attachments_off_the_event_loop(
 ) -> None:
     loop_thread = threading.get_ident()
     seen: list[int] = []
-    real = core.agent.inspect_attachment
+    real = core.previews.inspect_attachment
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         seen.append(threading.get_ident())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(core.agent, "inspect_attachment", recording)
+    monkeypatch.setattr(core.previews, "inspect_attachment", recording)
     agent_env.llm.reply("plan", "[]")
     request = Request(
         KEY, "u1", "what is in it?", (Attachment("photo.png", "image/png", sample_png()),)
