@@ -20,11 +20,11 @@ from typing import Protocol
 
 from core.catalog import Catalog, ModelInfo
 from core.config import AgentConfig
-from core.errors import ErrorCode, RunFailed, TaskFailed
+from core.errors import ErrorCode, InputRejected, PlanError, RunFailed, TaskFailed
 from core.execution import Assignment, Executor, OutcomeListener, TaskOutcome, with_handles
 from core.llm import LLM, Deadline
 from core.planner import PlanAsk, make_plan
-from core.planning import PlannedTask
+from core.planning import RETRY_HINT, PlannedTask, check_plan
 from core.ratelimit import QuotaLimiter
 from core.response import Answer, answer_cap, fallback_answer, generate_response
 from core.results import Blob, TaskResult
@@ -34,6 +34,7 @@ from core.server_settings import ServerSettingsService, TurnSettings
 from core.store.media import MediaStore
 from core.store.repo import History, Repo
 from core.store.usage import UsageStore
+from core.tasks import canonical_task
 from core.turn import Turn, chat_log
 from core.types import (
     AnswerDelta,
@@ -227,6 +228,34 @@ def ordered(
 def model(deps: Deps, model_id: str, task: str) -> ModelInfo:
     """A model as the catalog describes it now (its id and task alone when it no longer lists it)."""
     return deps.catalog.get(model_id, task) or ModelInfo(model_id, task)
+
+
+# --- an approved plan ----------------------------------------------------------
+
+
+def approved(deps: Deps, turn: Turn) -> tuple[list[PlannedTask], dict[int, Selection]]:
+    """The request's approved plan, checked as a planned one is, and each
+    step's model where it is still a usable candidate."""
+    steps = turn.request.plan or ()
+    plan = [
+        PlannedTask(s.id, canonical_task(s.task) or s.task, list(s.dep), dict(s.args))
+        for s in steps
+    ]
+    runnable = (
+        list(turn.settings.runnable) if turn.settings else deps.router.runnable_tasks(deps.catalog)
+    )
+    try:
+        check_plan(plan, handles=turn.handles(), runnable=runnable, max_tasks=deps.config.max_tasks)
+    except PlanError as e:
+        why = str(e).replace(RETRY_HINT, "").strip()
+        raise InputRejected(ErrorCode.PLAN_STALE, reason=why) from e
+    found = candidates(deps, plan, turn.settings)
+    pinned: dict[int, Selection] = {}
+    for step in steps:
+        usable = {m.id: m for m in found.get(step.id, ())}
+        if step.model in usable:
+            pinned[step.id] = Selection(usable[step.model], step.reason or "", False)
+    return plan, pinned
 
 
 # --- 3. execution ------------------------------------------------------------------

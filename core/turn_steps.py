@@ -34,21 +34,15 @@ from dataclasses import dataclass, replace
 
 from core import telemetry
 from core.checkpoint import CheckpointWriter
-from core.errors import (
-    ErrorCode,
-    InputRejected,
-    PlanError,
-    RunFailed,
-    StoreUnavailable,
-    wording,
-)
+from core.errors import ErrorCode, InputRejected, RunFailed, StoreUnavailable, wording
 from core.execution import Assignment, TaskOutcome
-from core.planning import RETRY_HINT, PlannedTask, check_plan
+from core.planning import PlannedTask
 from core.request_checks import charge, check_request, turn_settings
 from core.selection import Selection, first_guesses
 from core.stages import (
     Deps,
     answer,
+    approved,
     candidates,
     execute,
     finished_before,
@@ -59,7 +53,6 @@ from core.stages import (
     select,
     selection_mode,
 )
-from core.tasks import canonical_task
 from core.turn import Turn, record, states
 from core.turn_save import persist, reply_of
 from core.turn_state import load_state
@@ -330,31 +323,6 @@ async def _checked(deps: Deps, turn: Turn, emit: EventSink, job: Job | None) -> 
 
 
 # --- helpers of the steps ----------------------------------------------------------
-
-
-def approved(deps: Deps, turn: Turn) -> tuple[list[PlannedTask], dict[int, Selection]]:
-    """The request's approved plan, checked as a planned one is, and each
-    step's model where it is still a usable candidate."""
-    steps = turn.request.plan or ()
-    plan = [
-        PlannedTask(s.id, canonical_task(s.task) or s.task, list(s.dep), dict(s.args))
-        for s in steps
-    ]
-    runnable = (
-        list(turn.settings.runnable) if turn.settings else deps.router.runnable_tasks(deps.catalog)
-    )
-    try:
-        check_plan(plan, handles=turn.handles(), runnable=runnable, max_tasks=deps.config.max_tasks)
-    except PlanError as e:
-        why = str(e).replace(RETRY_HINT, "").strip()
-        raise InputRejected(ErrorCode.PLAN_STALE, reason=why) from e
-    found = candidates(deps, plan, turn.settings)
-    pinned: dict[int, Selection] = {}
-    for step in steps:
-        usable = {m.id: m for m in found.get(step.id, ())}
-        if step.model in usable:
-            pinned[step.id] = Selection(usable[step.model], step.reason or "", False)
-    return plan, pinned
 
 
 async def _select_and_execute(ctx: TurnRun, plan: list[PlannedTask]) -> dict[int, TaskOutcome]:

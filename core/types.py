@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 # Time, for adapters too (their status pacing): one Clock protocol, one real clock.
 from core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
@@ -492,9 +492,54 @@ class Accepted(Protocol):
     def fresh(self) -> bool: ...
 
 
+class Uploading(BaseModel):
+    """Slack: an upload's file ids, recorded before it is completed."""
+
+    step: int
+    files: list[str] = Field(default_factory=list)
+
+
+class Posted(BaseModel):
+    """Where a job's status message is and which parts of its answer were
+    posted: ``Job.status_ref``, typed.  Each surface records a post the
+    moment the platform confirms it (``await Posted.of(job)…save(job)``), so a
+    resumed job posts only the rest.  Stored as the fields that are set."""
+
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+    # Discord: the status message; answering in the channel (the
+    # interaction's token is spent or gone); the answer's messages so far.
+    message_id: int | None = None
+    channel: bool = False
+    answer: list[int] = Field(default_factory=list)
+    # Slack: the status message; how many answer posts were made; an upload
+    # under way; the AI-app chat's streamed message, and whether its words are out.
+    ts: str | None = None
+    posted: int = 0
+    uploading: Uploading | None = None
+    stream: str | None = None
+    answered: bool = False
+
+    @classmethod
+    def of(cls, job: Job | None) -> Posted:
+        """What ``job`` has recorded (nothing for no job)."""
+        ref = job.status_ref if job is not None else None
+        return cls.model_validate(ref or {})
+
+    def stored(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    async def save(self, job: Job | None) -> None:
+        """Record this on ``job`` (nothing without one)."""
+        if job is not None:
+            await job.set_status_ref(self.stored())
+
+
 class Job(Protocol):
     """A durable job as its runner (and the agent) sees it: the adapter's
-    payload, where its status message is, and the agent's checkpoint."""
+    payload, where its status message is (``status_ref``, read and written
+    as :class:`Posted`), and the agent's checkpoint (a
+    :class:`core.turn_state.TurnState`'s JSON)."""
 
     status_ref: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
@@ -567,8 +612,8 @@ class Run(Protocol):
         ...
 
 
-class AgentAPI(Protocol):
-    """What adapters may call.  ``core.agent.Agent`` implements it."""
+class RunPort(Protocol):
+    """Running requests: a turn, a ``/plan`` preview, a past request, the models."""
 
     def run(self, request: Request, *, job: Job | None = None) -> AbstractAsyncContextManager[Run]:
         """Run the four stages for one request::
@@ -592,6 +637,24 @@ class AgentAPI(Protocol):
     ) -> Reply:
         """``run`` to the end, handing each event to ``events``; the reply."""
         ...
+
+    async def plan_only(self, request: Request) -> PlanPreview:
+        """Plan and select models without running anything (``/plan``)."""
+        ...
+
+    async def recall(self, request_id: str) -> PastRequest | None:
+        """A past request of this deployment (a turn, or a ``/plan`` preview)
+        by its id; None when the store no longer has it."""
+        ...
+
+    def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
+        """Candidates per task (one task when named, by name or alias)."""
+        ...
+
+
+class JobsPort(Protocol):
+    """Durable jobs: a platform's requests recorded before they are
+    acknowledged, run (and resumed) by its registered runner."""
 
     def register_runner(self, kind: str, runner: JobRunner) -> None:
         """Run (and resume) jobs of ``kind`` with ``runner`` (see core.jobs)."""
@@ -619,14 +682,14 @@ class AgentAPI(Protocol):
         another process ("elsewhere") or handed on at shutdown ("deferred")."""
         ...
 
-    async def plan_only(self, request: Request) -> PlanPreview:
-        """Plan and select models without running anything (``/plan``)."""
+    async def claim_event(self, source: str, event_id: str) -> bool:
+        """Record a platform event id; False when it was seen before (redelivery)."""
         ...
 
-    async def recall(self, request_id: str) -> PastRequest | None:
-        """A past request of this deployment (a turn, or a ``/plan`` preview)
-        by its id; None when the store no longer has it."""
-        ...
+
+class AdminPort(Protocol):
+    """What a server's people and admins ask besides requests: ``/usage``,
+    ``/config``, ``/forget``."""
 
     async def forget(self, conversation: ConversationKey, user_id: str | None = None) -> int:
         """Delete a conversation's history (only ``user_id``'s turns when given);
@@ -666,13 +729,10 @@ class AgentAPI(Protocol):
         a non-admin, an unknown key or a bad value."""
         ...
 
-    def models(self, task: str | None = None) -> dict[str, list[ModelChoice]]:
-        """Candidates per task (one task when named, by name or alias)."""
-        ...
 
-    async def claim_event(self, source: str, event_id: str) -> bool:
-        """Record a platform event id; False when it was seen before (redelivery)."""
-        ...
+class MediaPort(Protocol):
+    """Stored files' bytes and the media helpers (the last two are also plain
+    functions in ``core.media_files``, which adapters may import)."""
 
     async def read_file(self, resource: Resource) -> bytes:
         """The bytes of a stored resource (for uploading replies)."""
@@ -687,3 +747,8 @@ class AgentAPI(Protocol):
     def sniff(self, data: bytes) -> str | None:
         """The MIME type the bytes' magic says, or None when they say nothing."""
         ...
+
+
+class AgentAPI(RunPort, JobsPort, AdminPort, MediaPort, Protocol):
+    """What adapters may call: every port.  ``core.agent.Agent`` implements it;
+    a caller that needs one part may ask for that port alone."""

@@ -12,7 +12,7 @@ author) is edited through the channel and the answer is a channel message
 that replies to it and mentions the person.  A mention is answered with
 replies to the person's message.  The status message is remembered on the
 job, so a resumed job edits the one its last process left; so is each
-message of the answer the moment Discord has it (``status_ref["answer"]``,
+message of the answer the moment Discord has it (``Posted.answer``,
 their ids), so a job resumed after its process died mid-answer (or after
 the answer, before the job was done) posts only the rest, never an answer
 twice.  A message Discord made just before the process died, unrecorded, is
@@ -37,7 +37,7 @@ import discord
 from adapters.chat import Limits, Markup, OutFile, Renderer
 from adapters.chat.files import answer_messages
 from adapters.discord.posted import FollowupLookup, part_nonce
-from core.types import Job, Resource
+from core.types import Job, Posted, Resource
 
 MessageId = int
 
@@ -62,12 +62,6 @@ RENDERER = Renderer(MARKUP)
 
 def to_discord_files(files: Sequence[OutFile]) -> list[discord.File]:
     return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
-
-
-def _answer_ids(ref: dict[str, Any]) -> list[MessageId]:
-    """The answer's messages an earlier attempt of the job posted."""
-    ids = ref.get("answer")
-    return [int(i) for i in ids] if isinstance(ids, list) else []
 
 
 def interaction_webhook(bot: DiscordBot, app_id: int, token: str) -> discord.Webhook:
@@ -97,16 +91,15 @@ class DiscordSurface:
         self._channel = bot.get_partial_messageable(int(p["channel_id"]))
         self._user = int(p["user_id"])
         self._status_id: MessageId | None = None
-        ref = job.status_ref or {}
-        if ref.get("message_id"):
-            self._status_id = int(ref["message_id"])
+        ref = Posted.of(job)
+        self._status_id = ref.message_id or None
         self._webhook: discord.Webhook | None = None
         self._expires: datetime | None = None
-        if p["via"] == "interaction" and not ref.get("channel"):
+        if p["via"] == "interaction" and not ref.channel:
             self._expires = datetime.fromisoformat(p["token_expires"])
             self._webhook = interaction_webhook(bot, int(p["app_id"]), p["token"])
         # the answer's messages so far (an earlier attempt's, on a resumed job)
-        self._sent: list[MessageId] = _answer_ids(ref)
+        self._sent: list[MessageId] = list(ref.answer)
 
     @property
     def limits(self) -> Limits:
@@ -150,11 +143,11 @@ class DiscordSurface:
         self._webhook = None
         if not keep_status:
             self._status_id = None
-        ref = {k: v for k, v in (self._job.status_ref or {}).items() if k != "message_id"}
-        ref["channel"] = True  # the answer's messages so far stay recorded
-        if self._status_id is not None:
-            ref["message_id"] = self._status_id
-        await self._job.set_status_ref(ref)
+        # the answer's messages so far stay recorded
+        ref = Posted.of(self._job).model_copy(
+            update={"channel": True, "message_id": self._status_id}
+        )
+        await ref.save(self._job)
 
     async def _lost_webhook(self, exc: discord.HTTPException) -> None:
         """Discord no longer knows the interaction: answer in the channel."""
@@ -166,9 +159,7 @@ class DiscordSurface:
     async def _remember_status(self, message_id: MessageId) -> None:
         if message_id != self._status_id:
             self._status_id = message_id
-            await self._job.set_status_ref(
-                {**(self._job.status_ref or {}), "message_id": message_id}
-            )
+            await Posted.of(self._job).model_copy(update={"message_id": message_id}).save(self._job)
 
     async def post_status(self, text: str) -> None:
         await self.edit_status(text)
@@ -216,9 +207,8 @@ class DiscordSurface:
                     view = answer_view(rid, self._user, [*earlier, *self._sent])
                 made = await self._send(i + 1, message.text, message.files, view)
             self._sent.append(made)
-            await self._job.set_status_ref(
-                {**(self._job.status_ref or {}), "answer": list(self._sent)}
-            )
+            ref = Posted.of(self._job).model_copy(update={"answer": list(self._sent)})
+            await ref.save(self._job)
         if done:
             log.info(
                 "discord request %s: %d of %d answer messages were posted before a restart",

@@ -28,7 +28,7 @@ from adapters.chat.files import answer_messages
 from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup, part_metadata
-from core.types import AgentAPI, Job, Resource
+from core.types import AgentAPI, Job, Posted, Resource, Uploading
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,7 @@ class SlackSurface:
         self._job = job
         self._lookup = lookup or PostLookup()
         self._request_id = request_id or (job.request_id if job is not None else "")
-        ts = (job.status_ref or {}).get("ts") if job is not None else None
-        self.ts: str | None = str(ts) if ts else None
+        self.ts: str | None = Posted.of(job).ts or None
         self._limits = Limits(
             MESSAGE_LIMIT, config.max_upload_bytes, FILES_PER_MESSAGE, config.status_interval
         )
@@ -75,8 +74,7 @@ class SlackSurface:
             channel=self._channel, thread_ts=self._thread_ts, text=text, unfurl_links=False
         )
         self.ts = str(response["ts"])
-        if self._job is not None:
-            await self._job.set_status_ref({"ts": self.ts})
+        await Posted(ts=self.ts).save(self._job)
 
     async def edit_status(self, text: str) -> None:
         if self.ts is None:
@@ -148,9 +146,9 @@ class SlackSurface:
         resumed job finds out whether that upload was shared, and if not
         deletes its files (a share still on its way goes with them) and
         uploads anew."""
-        earlier = self._ref().get("uploading")
-        if first and isinstance(earlier, dict) and earlier.get("step") == step:
-            ids = [str(i) for i in earlier.get("files") or ()]
+        earlier = Posted.of(self._job).uploading
+        if first and earlier is not None and earlier.step == step:
+            ids = earlier.files
             if ids and await self._lookup.shared(
                 self._client, file_id=ids[0], channel=self._channel
             ):
@@ -167,11 +165,9 @@ class SlackSurface:
         for f in files:
             got = await self._client.files_getUploadURLExternal(filename=f.name, length=f.size)
             targets.append((str(got["file_id"]), str(got["upload_url"])))
-        if self._job is not None:
-            ids = [file_id for file_id, _ in targets]
-            await self._job.set_status_ref(
-                {**self._ref(), "uploading": {"step": step, "files": ids}}
-            )
+        ids = [file_id for file_id, _ in targets]
+        uploading = Uploading(step=step, files=ids)
+        await Posted.of(self._job).model_copy(update={"uploading": uploading}).save(self._job)
         for (_, url), f in zip(targets, files, strict=True):
             await self._send_bytes(url, f)
         await self._client.files_completeUploadExternal(
@@ -206,18 +202,13 @@ class SlackSurface:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as e:
             log.info("slack request %s: file %s not deleted (%s)", self._request_id, file_id, e)
 
-    def _ref(self) -> dict[str, Any]:
-        return dict(self._job.status_ref or {}) if self._job is not None else {}
-
     def _posted(self) -> int:
         """How many of the answer's posts an earlier attempt of the job made."""
-        posted = self._ref().get("posted", 0)
-        return posted if isinstance(posted, int) else 0
+        return Posted.of(self._job).posted
 
     async def _mark_posted(self, steps: int) -> None:
-        if self._job is not None:
-            ref = {k: v for k, v in self._ref().items() if k != "uploading"}
-            await self._job.set_status_ref({**ref, "posted": steps})
+        ref = Posted.of(self._job).model_copy(update={"uploading": None, "posted": steps})
+        await ref.save(self._job)
 
     async def tell_privately(self, text: str) -> None:
         await self._client.chat_postEphemeral(
