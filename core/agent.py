@@ -47,7 +47,7 @@ from core.store.server_settings import ServerSettingsStore
 from core.store.usage import UsageStore
 from core.turn import Turn
 from core.turn_save import persist, reply_of
-from core.turn_steps import run_turn
+from core.turn_steps import complete_turn
 from core.types import (
     ConversationKey,
     EventSink,
@@ -259,7 +259,7 @@ class Agent:
         if lock.locked():
             await emit(QueuePosition(0, conversation_busy=True))
         async with lock:
-            return await run_turn(self, request, emit, job)
+            return await complete_turn(self, request, emit, job)
 
     # ---------------------------------------------- admin: usage, settings, forget
     async def usage(

@@ -17,7 +17,7 @@ state lives in ``ctx.turn.state``, apart from the dependencies, ``ctx.deps``)::
 
 **Resume** is one function, :func:`next_step`: after :class:`Start`, the
 turn's state alone says where to go on (no plan yet: plan; a plan: execute
-what did not finish; an empty plan: answer).  :func:`run_turn` is the whole
+what did not finish; an empty plan: answer).  :func:`complete_turn` is the whole
 of it: load the state (a saved reply is only posted again), check the
 request (once: a resumed one was checked and counted), run the steps, and
 save the turn with its last checkpoint (:func:`core.turn_save.persist`).
@@ -252,7 +252,7 @@ async def run_steps(ctx: TurnRun, step: Step | End) -> Reply:
 # --- a turn, start (or resume) to end --------------------------------------------
 
 
-async def run_turn(deps: Deps, request: Request, emit: EventSink, job: Job | None) -> Reply:
+async def complete_turn(deps: Deps, request: Request, emit: EventSink, job: Job | None) -> Reply:
     """One request, from its job's checkpoint when it has one, to its saved
     turn.  Never raises for user-caused or upstream failures: the reply's
     status says how it ended."""

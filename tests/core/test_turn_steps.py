@@ -12,7 +12,7 @@ from core.planning import PlannedTask
 from core.store.media import MediaStore
 from core.turn import Turn
 from core.turn_state import TurnState, dump_state
-from core.turn_steps import Answer, Approved, Execute, Plan, next_step, run_turn
+from core.turn_steps import Answer, Approved, Execute, Plan, complete_turn, next_step
 from core.types import ConversationKey, PlannedStep, Reply, Request
 
 KEY = ConversationKey("cli", "local", "steps", None)
@@ -45,4 +45,4 @@ async def test_a_saved_reply_is_only_handed_back(tmp_path: Path) -> None:
     async def emit(event: object) -> None:
         raise AssertionError(f"no event expected: {event}")
 
-    assert await run_turn(deps, Request(KEY, "u1", "x"), emit, job) == saved
+    assert await complete_turn(deps, Request(KEY, "u1", "x"), emit, job) == saved
