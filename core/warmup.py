@@ -34,6 +34,7 @@ from core.tasks import AUDIO, IMAGE, TASKS, VIDEO
 log = logging.getLogger(__name__)
 
 CLIENTS = "clients"
+HUB = "hub"
 PICTURES = "pictures"
 DRAWING = "drawing"
 SOUND = "audio"
@@ -110,12 +111,25 @@ def _clients() -> None:
         model.model_rebuild()
 
 
+def _hub() -> None:
+    """The Hub client's request headers, built once a process: it looks up
+    torch's version among the installed packages and fetches the Hub's list
+    of agent harnesses with a blocking GET (up to 3 s; cached on disk for a
+    day).  The hosted session built ahead (core.experts.remote) does it too,
+    but only once the agent is open, while a ``run`` process's first request
+    already runs.  Last: a slow Hub holds back no other warm-up."""
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # documented
+
+    build_hf_headers()
+
+
 WARMERS: dict[str, Callable[[], None]] = {
     CLIENTS: _clients,
     PICTURES: _pictures,
     DRAWING: _drawing,
     SOUND: _audio,
     MOVING: _video,
+    HUB: _hub,
 }
 
 
