@@ -1,8 +1,9 @@
 """The four stages' calls, as functions of the agent's parts (:class:`Deps`).
 
-Planning (:func:`plan_request`), selection (:func:`select`, :func:`candidates`),
-execution (:func:`execute`) and the answer (:func:`answer`), each with one
-LLM deadline and its "still waiting" notices (:func:`llm_stage`).  The steps
+Planning (:func:`plan_request`; an approved plan checked: :func:`approved`),
+selection (:func:`select`, :func:`candidates`), execution (:func:`execute`;
+:func:`finished_before` for a resumed turn) and the answer (:func:`answer`),
+each with one LLM deadline and its "still waiting" notices (:func:`llm_stage`).  The steps
 of a turn (:mod:`core.turn_steps`) and the ``/plan`` preview
 (:mod:`core.previews`) call them; what a turn has done so far lives in its
 :class:`core.turn_state.TurnState`, never here.

@@ -17,7 +17,7 @@ from tests.fakes.job_fixtures import KIND, RecordingRunner, submit
 from tests.fakes.openai_fake import FakeLLM
 
 KEY = ConversationKey("cli", "local", "big", None)
-KEPT = 1_000  # characters of a refused message kept (core.agent.REFUSED_KEPT_CHARS)
+KEPT = 1_000  # characters of a refused message kept (core.turn_save.REFUSED_KEPT_CHARS)
 BIG = "".join(f"log line {i:06d} ok.\n" for i in range(5_000))  # 100,000 characters
 
 
