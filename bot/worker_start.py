@@ -16,7 +16,8 @@ does it alone (two processes would migrate a new SQLite file at once).
 
 Nothing is printed: the command's output is the same with or without it.
 The command's log says it started one; the worker's own log goes to
-``DATA_DIR/logs/cli-worker.log``.
+``DATA_DIR/logs/cli-worker.log`` (moved to ``.1`` by a worker starting once
+it is past 5 MB).
 
 Standard library only at import, as bot.worker_client.
 """
@@ -39,6 +40,7 @@ _ALIASES = {
 }
 DEFAULT_IDLE = "1800"  # bot.settings: cli_worker_idle's default
 LOG_NAME = "cli-worker.log"
+LOG_MAX_BYTES = 5 * 1024 * 1024  # past this, a worker starting moves it to cli-worker.log.1
 
 
 def mode(origin: worker_client.Origin) -> str:
@@ -118,6 +120,11 @@ def start(stdin: TextIO | None = None) -> Started | str:
     except ValueError:
         pass  # the worker's settings say what is wrong with it, in its log
     log_path = logs / LOG_NAME
+    try:
+        if log_path.stat().st_size > LOG_MAX_BYTES:  # one old log kept, as bot.log does
+            log_path.replace(log_path.with_name(LOG_NAME + ".1"))
+    except OSError:
+        pass  # none yet
     try:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:

@@ -12,8 +12,10 @@ import fcntl
 import json
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -179,3 +181,38 @@ async def test_an_ask_from_a_script_starts_no_worker(
     code, _, _ = await process_env.run_bot("ask", "draw a fox", "--json", env=env, cwd=tmp_path)
     assert code == 0
     assert not (tmp_path / "cli.sock.lock").exists() and worker_log(tmp_path) == ""
+
+
+class Spawned:
+    """subprocess.Popen as the start sees it: what it was asked to run."""
+
+    calls: ClassVar[list[tuple[list[str], dict[str, object]]]] = []
+
+    def __init__(self, args: list[str], **kwargs: object) -> None:
+        Spawned.calls.append((args, kwargs))
+        self.pid = 4242
+
+
+def test_the_worker_is_started_in_a_session_of_its_own_with_this_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with (logs / worker_start.LOG_NAME).open("wb") as f:
+        f.truncate(worker_start.LOG_MAX_BYTES + 1)  # a long-lived worker's log
+    for k, v in {"CLI_WORKER_START": "always", "DATA_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("CLI_SOCKET", str(tmp_path / "cli.sock"))
+    monkeypatch.delenv("CLI_WORKER_IDLE", raising=False)
+    monkeypatch.setattr(subprocess, "Popen", Spawned)
+    Spawned.calls.clear()
+    started = worker_start.start()
+    assert started == worker_start.Started(4242, logs / worker_start.LOG_NAME, "1800")
+    [(args, kwargs)] = Spawned.calls
+    assert args[1:] == ["-m", "bot", "serve"]
+    env = kwargs["env"]
+    assert isinstance(env, dict) and env["CLI_WORKER_IDLE"] == "1800"  # it stops by itself
+    assert env["DATA_DIR"] == str(tmp_path) and kwargs["cwd"] == os.getcwd()
+    assert kwargs["start_new_session"] is True  # not stopped by the terminal's Ctrl-C
+    old = logs / (worker_start.LOG_NAME + ".1")
+    assert old.stat().st_size == worker_start.LOG_MAX_BYTES + 1  # moved aside, one kept
