@@ -270,6 +270,7 @@ class LLM:
             probe_context = base_url is not None and not hf_router and self.host != "api.openai.com"
         # What this server accepts, learned from its refusals (per client).
         self._temperature = temperature
+        self._greedy_json = False  # JSON calls at temperature 0 (llama.cpp, see _probe_context)
         self._effort = reasoning_effort
         self._cap_param = _CAP_PARAMS[0]
         self._caps_refused: set[str] = set()
@@ -536,7 +537,11 @@ class LLM:
             cap_param=self._cap_param if cap is not None else None,
             cap=cap,
             fmt=min(wanted_format, self._format_level),
-            temperature=self._temperature,
+            temperature=(
+                self._temperature
+                if self._temperature is not None or not (self._greedy_json and wanted_format)
+                else 0.0
+            ),
             effort=self._effort,
             stream_usage=stream and self._stream_usage,
             form=self._schema_form,
@@ -677,6 +682,7 @@ class LLM:
                 return True, sent.cap
             if sent.temperature is not None and fault.names("temperature", by_param=by_param):
                 self._temperature = None
+                self._greedy_json = False
                 log.info("llm %s refused temperature; not sending it again", self.host)
                 return True, sent.cap
         return False, sent.cap
@@ -753,6 +759,11 @@ class LLM:
         root = self.base_url.removesuffix("/v1")
         try:
             if found := context_from_props(await self._get_json(f"{root}/props")):
+                # llama.cpp: it samples (temperature 0.8) unless told; a plan or a
+                # choice of models is a decision, written greedily when no
+                # LLM_TEMPERATURE says otherwise (repeatable, and a small model
+                # strays less)
+                self._greedy_json = True
                 return found
         except (openai.OpenAIError, ValueError):  # ValueError: JSON that does not parse
             pass

@@ -28,10 +28,25 @@ counted by ``eval plans``):
 * ``file`` – otherwise, the conversation's one file of that kind (also for
   a missing input of a task that depends on nothing).
 
+* ``request`` – a text input that is only a reference to the task itself
+  or to no task, with no earlier task making text (a small model's first
+  task reading ``<resource>-0``), or a question written as the very file
+  the task already takes (a document question whose text is the
+  document): the person's message, which is what the task was asked.
+* ``bridged`` – an input of a kind nothing in the plan or the conversation
+  gives it: a text task handed an image, audio or video (a text
+  classification of ``example.jpg``), or a media input with no file or
+  task of its kind (an image edit with no image, an audio clean-up after a
+  caption): the one offered task that turns what there is into that kind
+  (:data:`CONVERTERS`: image-to-text, automatic-speech-recognition,
+  text-to-image, text-to-speech …) is put before it, fed by the file, the
+  task's own text, the nearest earlier task making text, else the message.
+
 What has no single reading (an unknown name near no task or several, an
 argument using a task that is not there or itself, a cycle) is a
 :class:`PlanError` for the re-ask.  ``task_name`` and ``file`` change what
-the plan means: they carry a :class:`~core.types.PlanNote` for the person.
+the plan means: they carry a :class:`~core.types.PlanNote` for the person, as
+do ``request`` and ``bridged``.
 """
 
 from __future__ import annotations
@@ -52,7 +67,7 @@ from core.planning import (
     join_problems,
     references,
 )
-from core.tasks import TASKS, TEXT, canonical_task
+from core.tasks import AUDIO, IMAGE, TASKS, TEXT, VIDEO, canonical_task
 from core.types import PlanChange, PlanNote
 
 NAME_CUTOFF = 0.85  # difflib ratio for a misspelt task name
@@ -75,6 +90,19 @@ class RepairKind(StrEnum):
     REFERENCE = "reference"
     MERGED = "merged"
     MOVED = "moved"
+    REQUEST = "request"
+    BRIDGED = "bridged"
+
+
+# The one task that turns an input of one kind into another (from, to), when offered.
+CONVERTERS: dict[tuple[str, str], str] = {
+    (IMAGE, TEXT): "image-to-text",
+    (AUDIO, TEXT): "automatic-speech-recognition",
+    (VIDEO, TEXT): "video-classification",
+    (TEXT, IMAGE): "text-to-image",
+    (TEXT, AUDIO): "text-to-speech",
+    (TEXT, VIDEO): "text-to-video",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +121,13 @@ def repair_plan(
     *,
     handles: Mapping[str, str],
     runnable: Collection[str],
+    request_text: str = "",
 ) -> tuple[list[PlannedTask], list[Repair]]:
     """The plan ``drafts`` make once repaired, and the repairs; raises
     :class:`PlanError` for what cannot be repaired (the graph is checked
-    too; :func:`~core.planning.check_plan` is the caller's)."""
+    too; :func:`~core.planning.check_plan` is the caller's).
+    ``request_text``: the person's message (``request`` and ``bridged`` use
+    it; without it they are not made)."""
     repairs: list[Repair] = []
     wanted = {canonical_task(r) or r for r in runnable}
     offered = [t for t in TASKS if t in wanted]
@@ -109,13 +140,16 @@ def repair_plan(
         if name is None:
             problems.append(f"task {d.id} has unknown task {short(d.name)}")
             continue
-        args = _args(pos, d, name, names, ids, repairs, problems)
+        args = _args(pos, d, name, names, ids, repairs, problems, request_text)
         plan.append(PlannedTask(pos, name, _deps(pos, d, args, ids, repairs), args))
     if problems:
         hint = f" The tasks you may use are: {', '.join(offered) or 'none (answer [])'}."
         raise PlanError(join_problems(problems, hint if None in names else ""))
     plan = _merge_repeats(plan, repairs)
     plan = [_inputs(t, plan, handles, repairs) for t in plan]
+    plan = [_question(t, handles, request_text, repairs) for t in plan]
+    if request_text:
+        plan = _bridge(plan, handles, request_text, offered, repairs)
     check_graph(plan, problems)
     if problems:
         raise PlanError(join_problems(problems))
@@ -246,6 +280,7 @@ def _args(
     ids: _Ids,
     repairs: list[Repair],
     problems: list[str],
+    request_text: str = "",
 ) -> dict[str, str]:
     """The task's own inputs, references renumbered.  A reference to the
     task itself or to no task (small models count ids from 1, or name the
@@ -282,6 +317,14 @@ def _args(
             return m.group()
 
         written = _REF.sub(renumbered, value)
+        if unresolved and key == TEXT and request_text and _REF.fullmatch(value.strip()):
+            # nothing earlier makes text: the words the task was asked are the person's
+            note = PlanNote(PlanChange.REQUEST, pos, value.strip(), "", TEXT)
+            repairs.append(
+                Repair(RepairKind.REQUEST, pos, f"text {value.strip()} → the message", note)
+            )
+            out[key] = request_text
+            continue
         if unresolved and key != TEXT and _REF.fullmatch(value.strip()):
             # nothing earlier makes this kind: the conversation's one file of it may (_inputs)
             repairs.append(Repair(RepairKind.REFERENCE, pos, f"{key} {value.strip()} left out"))
@@ -375,6 +418,114 @@ def _inputs(
             args[kind] = files[0]
             repairs.append(Repair(RepairKind.FILE, t.id, f"{kind} {written!r} → {files[0]}", note))
     return replace(t, args=args) if args != t.args else t
+
+
+def _question(
+    t: PlannedTask, handles: Mapping[str, str], request_text: str, repairs: list[Repair]
+) -> PlannedTask:
+    """A text input that is a file of a kind the task already takes as its
+    input (a document question whose question is the document): the
+    person's message is the question."""
+    text = t.args.get(TEXT, "").strip()
+    kind = handles.get(text)
+    if not request_text or kind not in MEDIA or kind not in t.args:
+        return t
+    note = PlanNote(PlanChange.REQUEST, t.id, text, "", TEXT)
+    repairs.append(Repair(RepairKind.REQUEST, t.id, f"text {text!r} → the message", note))
+    return replace(t, args={**t.args, TEXT: request_text})
+
+
+def _bridge(
+    plan: Sequence[PlannedTask],
+    handles: Mapping[str, str],
+    request_text: str,
+    offered: Collection[str],
+    repairs: list[Repair],
+) -> list[PlannedTask]:
+    """Each input that nothing gives its kind gets the converter that makes
+    it, put just before its task (ids after it move up by one)."""
+    out: list[PlannedTask] = []
+    new_id: dict[int, int] = {}
+
+    def moved(m: re.Match[str]) -> str:
+        return f"<resource>-{new_id.get(int(m.group(1)), int(m.group(1)))}"
+
+    for t in plan:
+        args = {k: _REF.sub(moved, v) for k, v in t.args.items()}
+        dep = [new_id.get(d, d) for d in t.dep]
+        spec = TASKS[t.task]
+        for key in (TEXT, *MEDIA):
+            if key not in spec.args and key not in args:
+                continue
+            value = args.get(key, "").strip()
+            source = _source(key, value, dep, args, out, handles, request_text)
+            if source is None:
+                continue
+            have, given, shown = source
+            converter = CONVERTERS.get((have, key))
+            if converter is None or converter not in offered:
+                continue
+            cid = len(out)
+            out.append(PlannedTask(cid, converter, _deps_of(given), {have: given}))
+            note = PlanNote(PlanChange.BRIDGED, cid, shown, converter, key)
+            repairs.append(
+                Repair(
+                    RepairKind.BRIDGED,
+                    cid,
+                    f"{converter} on {shown} makes the {key} of task {t.task} "
+                    f"({key} was {value or 'missing'!r})",
+                    note,
+                )
+            )
+            args[key] = f"<resource>-{cid}"
+            dep = [*dep, cid]
+        new_id[t.id] = len(out)
+        out.append(PlannedTask(len(out), t.task, list(dict.fromkeys(dep)), args))
+    return out
+
+
+def _source(
+    key: str,
+    value: str,
+    dep: Sequence[int],
+    args: Mapping[str, str],
+    done: Sequence[PlannedTask],
+    handles: Mapping[str, str],
+    request_text: str,
+) -> tuple[str, str, str] | None:
+    """What a converter for input ``key`` would be fed — (its kind, the value,
+    how the person is told of it) — or None when the input has its kind
+    already or no converter can help."""
+    if key == TEXT:
+        kind = handles.get(value)
+        return (kind, value, value) if kind in MEDIA else None
+    ref = _ref_id(value)
+    if ref is not None and ref < len(done):
+        made = TASKS[done[ref].task].output
+        return (TEXT, value, f"the {TEXT} of task {ref}") if made == TEXT else None
+    if value and handles.get(value) is not None:
+        return None  # a file of the conversation (of the wrong kind: the check says so)
+    if value and any(TASKS[done[d].task].output == key for d in dep if d < len(done)):
+        return None
+    texts = [d for d in dep if d < len(done) and TASKS[done[d].task].output == TEXT]
+    own = args.get(TEXT, "").strip()
+    if len(texts) == 1:
+        return TEXT, f"<resource>-{texts[0]}", f"the {TEXT} of task {texts[0]}"
+    if own and handles.get(own) is None:
+        return TEXT, own, repr(short(own, 60))
+    earlier = [p.id for p in done if TASKS[p.task].output == TEXT]
+    if earlier:
+        return TEXT, f"<resource>-{earlier[-1]}", f"the {TEXT} of task {earlier[-1]}"
+    return TEXT, request_text, "your message"
+
+
+def _ref_id(value: str) -> int | None:
+    m = _REF.fullmatch(value.strip())
+    return int(m.group(1)) if m else None
+
+
+def _deps_of(value: str) -> list[int]:
+    return sorted({int(n) for n in _REF.findall(value)})
 
 
 def notes(repairs: Sequence[Repair]) -> tuple[PlanNote, ...]:

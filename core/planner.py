@@ -268,7 +268,9 @@ def judge(answer: str, ask: PlanAsk, demos: Sequence[Demo] = ()) -> PlanAttempt:
         drafts, problems = read_drafts(answer)
         if problems:
             raise PlanError(join_problems(problems))
-        plan, repairs = repair_plan(drafts, handles=ask.handles, runnable=ask.runnable)
+        plan, repairs = repair_plan(
+            drafts, handles=ask.handles, runnable=ask.runnable, request_text=ask.request_text
+        )
     except PlanError as e:
         return PlanAttempt(answer, None, (), str(e))
     done = (answer, tuple(plan), tuple(repairs))

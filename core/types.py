@@ -317,6 +317,8 @@ class PlanChange(StrEnum):
 
     TASK = "task"  # a task name we do not know, read as one we offer
     FILE = "file"  # a file the conversation does not hold: its one file of that kind
+    REQUEST = "request"  # a text input with nothing to name: the person's message
+    BRIDGED = "bridged"  # a task put in to turn an input into the kind a task takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,9 +327,9 @@ class PlanNote:
 
     change: PlanChange
     task_id: int
-    written: str  # what the language model wrote
-    used: str  # what the plan uses instead
-    kind: str = ""  # FILE: the input's kind (image, audio, video)
+    written: str  # what the language model wrote (BRIDGED: what the added task is fed)
+    used: str  # what the plan uses instead (BRIDGED: the added task's name)
+    kind: str = ""  # FILE, BRIDGED: the input's kind (image, audio, video, text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,16 @@ def plan_note(note: PlanNote) -> str:
             f" (it named {shorten(note.written, 60)!r}, which is not here)" if note.written else ""
         )
         return f"I used {note.used} as the {note.kind} of task {note.task_id}{named}."
+    if note.change is PlanChange.REQUEST:
+        return (
+            f"I used your message as the text of task {note.task_id} "
+            f"(it named {shorten(note.written, 60)!r})."
+        )
+    if note.change is PlanChange.BRIDGED:
+        return (
+            f"I added task {note.task_id} ({note.used}) to make {note.kind} "
+            f"from {shorten(note.written, 60)}."
+        )
     return f"I read the task {shorten(note.written, 60)!r} as {note.used}."
 
 

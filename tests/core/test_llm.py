@@ -470,6 +470,41 @@ async def test_context_is_looked_up_once(llm_fake: FakeLLM) -> None:
     assert await llm.context_window() == 2048
 
 
+async def test_llama_cpp_gets_json_calls_at_temperature_zero_unless_one_is_set(
+    llm_fake: FakeLLM,
+) -> None:
+    """A server that answers GET /props (llama.cpp) samples at 0.8 unless told: a
+    plan or a choice of models goes out greedy, an answer keeps the server's way;
+    LLM_TEMPERATURE wins; a server that answers no /props is sent nothing."""
+    llm_fake.weak = WeakModel(n_ctx=4096)
+    llm = llm_fake.client()
+    await llm.complete(PLAN, usage=Usage(), schema=SCHEMA)
+    await llm.complete(PLAN, usage=Usage(), json_mode=True)
+    await llm.complete(ANSWER, usage=Usage())
+    assert [r.get("temperature") for r in llm_fake.requests] == [0.0, 0.0, None]
+    await llm_fake.client(temperature=0.7).complete(PLAN, usage=Usage(), schema=SCHEMA)
+    assert llm_fake.requests[-1]["temperature"] == 0.7
+
+
+async def test_no_temperature_for_a_server_that_does_not_say_it_is_llama_cpp(
+    llm_fake: FakeLLM,
+) -> None:
+    await llm_fake.client().complete(PLAN, usage=Usage(), schema=SCHEMA)
+    assert "temperature" not in llm_fake.requests[0]
+
+
+async def test_greedy_json_calls_stop_when_the_server_refuses_temperature(
+    llm_fake: FakeLLM,
+) -> None:
+    llm_fake.weak = WeakModel(n_ctx=4096)
+    llm_fake.reasoning_rules = True  # temperature other than 1: HTTP 400
+    llm = llm_fake.client()
+    usage = Usage()
+    await llm.complete(PLAN, usage=usage, schema=SCHEMA)
+    await llm.complete(PLAN, usage=usage, schema=SCHEMA)
+    assert [r.get("temperature") for r in llm_fake.requests] == [0.0, None, None]
+
+
 # -------------------------------------------------------------- bounded time
 
 

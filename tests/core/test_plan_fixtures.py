@@ -133,9 +133,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "qwen strict": {
         "answers": 10,
-        "valid": 8,
+        "valid": 9,
         "copied": 1,
-        "repairs": {"added_dep": 1, "dropped_dep": 1, "merged": 7, "reference": 8},
+        "repairs": {"added_dep": 1, "dropped_dep": 1, "merged": 7, "reference": 8, "request": 1},
     },
     "qwen plain": {
         "answers": 10,
@@ -145,40 +145,64 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "qwen json_object": {
         "answers": 10,
-        "valid": 8,
+        "valid": 9,
         "copied": 0,
-        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1},
+        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1, "request": 1},
     },
     "qwen none": {
         "answers": 10,
-        "valid": 8,
+        "valid": 9,
         "copied": 0,
-        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1},
+        "repairs": {"dropped_arg": 2, "dropped_dep": 1, "reference": 1, "request": 1},
     },
     "smol full": {
         "answers": 20,
-        "valid": 13,
+        "valid": 15,
         "copied": 4,
-        "repairs": {"dropped_dep": 38, "merged": 1, "reference": 1, "renumbered": 3},
+        "repairs": {
+            "bridged": 1,
+            "dropped_dep": 39,
+            "merged": 1,
+            "reference": 1,
+            "renumbered": 4,
+            "request": 1,
+        },
     },
     "smol json_object": {
         "answers": 20,
-        "valid": 5,
+        "valid": 8,
         "copied": 4,
-        "repairs": {"dropped_arg": 3, "dropped_dep": 9, "file": 2, "moved": 1, "renumbered": 2},
+        "repairs": {
+            "bridged": 2,
+            "dropped_arg": 3,
+            "dropped_dep": 10,
+            "file": 2,
+            "moved": 1,
+            "renumbered": 3,
+            "request": 1,
+        },
     },
     "smol none": {
         "answers": 20,
-        "valid": 5,
+        "valid": 8,
         "copied": 4,
-        "repairs": {"dropped_arg": 3, "dropped_dep": 9, "file": 2, "moved": 1, "renumbered": 2},
+        "repairs": {
+            "bridged": 2,
+            "dropped_arg": 3,
+            "dropped_dep": 10,
+            "file": 2,
+            "moved": 1,
+            "renumbered": 3,
+            "request": 1,
+        },
     },
 }
 # Neither model wrote a near-miss task name or a file name that a task it
 # depends on makes, in these 110 answers: task_name and output are checked
 # on the issue's examples only (tests/core/test_plan_repair.py).
 SEEN = {
-    "added_dep", "dropped_arg", "dropped_dep", "file", "merged", "moved", "reference", "renumbered"
+    "added_dep", "bridged", "dropped_arg", "dropped_dep", "file", "merged", "moved", "reference",
+    "renumbered", "request",
 }  # fmt: skip
 
 
@@ -189,3 +213,61 @@ def test_what_reading_repairing_and_checking_make_of_the_answers() -> None:
 def test_every_repair_kind_happens_on_a_real_answer() -> None:
     seen = {kind for row in EXPECTED.values() for kind in row["repairs"]}
     assert seen == SEEN
+
+
+# ---- the first answers of an `eval plans` run on llama.cpp (Qwen, `full`, greedy)
+
+EVAL = Path(__file__).resolve().parents[1] / "data" / "llamacpp_eval_answers.jsonl"
+
+
+@cache
+def eval_rows() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(line) for line in EVAL.read_text().splitlines() if line.strip())
+
+
+def test_the_grammar_held_on_every_eval_answer() -> None:
+    for r in eval_rows():
+        files = sorted((h, k) for h, k in r["files"])
+        schema = plan_schema(
+            list(TASKS), max_tasks=10, files=files, text_chars=text_limit(len(r["request"]))
+        )
+        assert violation(json.loads(r["answer"]), schema.forms[0]) is None, r["id"]
+
+
+# (answers, valid when recorded, valid now): the refusals of then were a text task
+# given the image, a first task reading its own output, a media input made of nothing
+EVAL_VALID = (59, 38, 56)
+EVAL_REPAIRS = {
+    "added_dep": 10, "bridged": 12, "dropped_dep": 1, "merged": 15, "reference": 14,
+    "renumbered": 1, "request": 7,
+}  # fmt: skip
+# still refused: an audio input fed an image (no converter), a copied demonstration
+EVAL_REFUSED = {"copied": 1, "output of another kind": 2}
+
+
+def test_what_the_planner_makes_of_the_eval_answers_now_and_then() -> None:
+    """59 first answers: the ones refused when they were recorded (the repairs
+    of then) that the planner now repairs, and what is still refused, by cause."""
+    then = sum(r["error_then"] is None for r in eval_rows())
+    now = [judged(r) for r in eval_rows()]
+    repairs = Counter(x.kind.value for a in now for x in a.repairs)
+    refused = Counter(_cause(a.error) for a in now if a.error is not None)
+    assert (len(now), then, sum(a.error is None for a in now)) == EVAL_VALID
+    assert dict(sorted(repairs.items())) == EVAL_REPAIRS
+    assert dict(sorted(refused.items())) == EVAL_REFUSED
+
+
+def _cause(error: str) -> str:
+    for needle, cause in (
+        ("copies an example", "copied"),
+        ("which is itself", "self-reference in words"),
+        ("not a file in this conversation", "no such file"),
+        ("but that file is", "file of another kind"),
+        ("outputs", "output of another kind"),
+        ("missing:", "missing input"),
+        ("which is image, not text", "image as text"),
+        ("no task", "reference to no task"),
+    ):
+        if needle in error:
+            return cause
+    return error[:60]

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import PlanError
 from core.plan_repair import RepairKind, near_task, notes, repair_plan
-from core.planning import PlannedTask, read_drafts
+from core.planning import PlannedTask, check_plan, read_drafts
 from core.tasks import TASKS
 from core.types import PlanChange, PlanNote
 
@@ -22,7 +22,10 @@ def t(task: Any, id: Any = 0, dep: Any = None, **args: Any) -> dict[str, Any]:
 
 
 def repaired(
-    *tasks: dict[str, Any], handles: dict[str, str] | None = None, runnable: Any = None
+    *tasks: dict[str, Any],
+    handles: dict[str, str] | None = None,
+    runnable: Any = None,
+    request: str = "",
 ) -> tuple[list[PlannedTask], list[tuple[str, int | None, str]]]:
     drafts, problems = read_drafts(json.dumps(list(tasks)))
     assert problems == []
@@ -30,6 +33,7 @@ def repaired(
         drafts,
         handles=HANDLES if handles is None else handles,
         runnable=list(TASKS) if runnable is None else runnable,
+        request_text=request,
     )
     return plan, [(r.kind.value, r.task, r.detail) for r in repairs]
 
@@ -320,3 +324,128 @@ def test_a_missing_input_of_a_task_whose_dependencies_make_other_kinds_is_the_on
         1, "visual-question-answering", [0], {"text": "<resource>-0", "image": "photo.png"}
     )  # fmt: skip
     assert [k for k, _, _ in repairs] == ["file"]
+
+
+# The request and bridged repairs, on the first answers Qwen2.5-Coder-0.5B wrote
+# on llama.cpp for TaskBench dev requests (tests/data/llamacpp_eval_answers.jsonl).
+ASK = "Could you help me with the files I sent?"
+
+
+def test_a_first_task_naming_its_own_output_as_text_takes_the_message() -> None:
+    plan, repairs = repaired(t("text-to-speech", 0, [0], text="<resource>-0"), request=ASK)
+    assert plain(plan) == [(0, "text-to-speech", [], {"text": ASK})]
+    assert ("request", 0, "text <resource>-0 → the message") in repairs
+    # without the message there is nothing to read it as: refused (the re-ask)
+    with pytest.raises(PlanError, match="which is itself"):
+        repaired(t("text-to-speech", 0, [0], text="<resource>-0"))
+
+
+def test_a_reference_with_an_earlier_text_maker_is_not_the_message() -> None:
+    plan, _ = repaired(
+        t("automatic-speech-recognition", 0, audio="memo.wav"),
+        t("summarization", 1, [1], text="<resource>-1"),
+        request=ASK,
+    )
+    assert plain(plan)[1] == (1, "summarization", [0], {"text": "<resource>-0"})
+
+
+def test_a_question_written_as_the_document_itself_is_the_message() -> None:
+    handles = {"document.jpg": "image"}
+    plan, repairs = repaired(
+        t("document-question-answering", 0, text="document.jpg", image="document.jpg"),
+        handles=handles,
+        request=ASK,
+    )
+    assert plain(plan) == [
+        (0, "document-question-answering", [], {"text": ASK, "image": "document.jpg"})
+    ]
+    assert [k for k, _, _ in repairs] == ["request"]
+
+
+def test_a_text_task_given_an_image_gets_a_caption_of_it_first() -> None:
+    handles = {"example.jpg": "image"}
+    plan, repairs = repaired(t("text-classification", 0, text="example.jpg"), handles=handles,
+                             request=ASK)  # fmt: skip
+    assert plain(plan) == [
+        (0, "image-to-text", [], {"image": "example.jpg"}),
+        (1, "text-classification", [0], {"text": "<resource>-0"}),
+    ]
+    assert repairs == [
+        ("bridged", 0, "image-to-text on example.jpg makes the text of task "
+         "text-classification (text was 'example.jpg')"),
+    ]  # fmt: skip
+    check_plan(plan, handles=handles, runnable=list(TASKS), max_tasks=10)
+
+
+def test_a_media_input_made_of_nothing_gets_the_converter_of_the_text_before_it() -> None:
+    """describe example.jpg and make audio of it: image-to-text, then an
+    audio clean-up of "<resource>-1" (itself): speech of the caption first."""
+    handles = {"example.jpg": "image"}
+    plan, repairs = repaired(
+        t("image-to-text", 0, image="example.jpg"),
+        t("audio-to-audio", 1, [0], audio="<resource>-1"),
+        handles=handles,
+        request=ASK,
+    )
+    assert plain(plan) == [
+        (0, "image-to-text", [], {"image": "example.jpg"}),
+        (1, "text-to-speech", [0], {"text": "<resource>-0"}),
+        (2, "audio-to-audio", [0, 1], {"audio": "<resource>-1"}),
+    ]
+    assert [k for k, _, _ in repairs] == ["reference", "bridged"]
+    check_plan(plan, handles=handles, runnable=list(TASKS), max_tasks=10)
+
+
+def test_an_edit_of_no_image_draws_its_own_text_first_and_later_ids_move_up() -> None:
+    plan, _ = repaired(
+        t("image-to-image", 0, image="<resource>-5", text="vintage cars downtown"),
+        t("image-to-text", 1, [0], image="<resource>-0"),
+        handles={},
+        request=ASK,
+    )
+    assert plain(plan) == [
+        (0, "text-to-image", [], {"text": "vintage cars downtown"}),
+        (1, "image-to-image", [0], {"image": "<resource>-0", "text": "vintage cars downtown"}),
+        (2, "image-to-text", [1], {"image": "<resource>-1"}),
+    ]
+
+
+def test_an_image_input_fed_a_text_output_gets_an_image_drawn_from_it() -> None:
+    handles = {"example.wav": "audio"}
+    plan, _ = repaired(
+        t("automatic-speech-recognition", 0, audio="example.wav"),
+        t("image-to-text", 1, [0], image="<resource>-0"),
+        handles=handles,
+        request=ASK,
+    )
+    assert plain(plan) == [
+        (0, "automatic-speech-recognition", [], {"audio": "example.wav"}),
+        (1, "text-to-image", [0], {"text": "<resource>-0"}),
+        (2, "image-to-text", [0, 1], {"image": "<resource>-1"}),
+    ]
+    check_plan(plan, handles=handles, runnable=list(TASKS), max_tasks=10)
+
+
+def test_no_bridge_without_an_offered_converter_or_for_a_file_of_the_wrong_kind() -> None:
+    handles = {"example.jpg": "image"}
+    offered = [n for n in TASKS if n != "image-to-text"]
+    with pytest.raises(PlanError, match="which is image, not text"):
+        drafts, _ = read_drafts(json.dumps([t("text-classification", 0, text="example.jpg")]))
+        plan, _ = repair_plan(drafts, handles=handles, runnable=offered, request_text=ASK)
+        check_plan(plan, handles=handles, runnable=offered, max_tasks=10)
+    # an image input given the audio file: the check says which kind it is, nothing is added
+    plan, repairs = repaired(t("image-to-text", 0, image="memo.wav"), request=ASK)
+    assert [k for k, _, _ in repairs] == [] and len(plan) == 1
+
+
+def test_request_and_bridged_are_told() -> None:
+    handles = {"example.jpg": "image"}
+    drafts, _ = read_drafts(json.dumps([
+        t("text-to-speech", 0, [0], text="<resource>-0"),
+        t("text-classification", 1, text="example.jpg"),
+    ]))  # fmt: skip
+    _, repairs = repair_plan(drafts, handles=handles, runnable=list(TASKS), request_text=ASK)
+    assert notes(repairs) == (
+        PlanNote(PlanChange.REQUEST, 0, "<resource>-0", "", "text"),
+        PlanNote(PlanChange.BRIDGED, 1, "example.jpg", "image-to-text", "text"),
+    )

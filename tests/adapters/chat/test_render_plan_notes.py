@@ -18,6 +18,12 @@ def test_one_sentence_per_kind_of_change() -> None:
     assert plan_note(TASK) == "I read the task 'text-to-image-generation' as text-to-image."
     missing = PlanNote(PlanChange.FILE, 0, "", "photo.png", "image")
     assert plan_note(missing) == "I used photo.png as the image of task 0."
+    asked = PlanNote(PlanChange.REQUEST, 0, "<resource>-0", "", "text")
+    assert (
+        plan_note(asked) == "I used your message as the text of task 0 (it named '<resource>-0')."
+    )
+    added = PlanNote(PlanChange.BRIDGED, 1, "example.jpg", "image-to-text", "text")
+    assert plan_note(added) == "I added task 1 (image-to-text) to make text from example.jpg."
 
 
 def test_the_final_status_says_them_under_the_done_line() -> None:
