@@ -21,6 +21,7 @@ file=name)``; ``err.code``, ``err.fields["file"]``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TypedDict, Unpack
@@ -80,7 +81,25 @@ class ErrorFields(TypedDict, total=False):
     value: str  # what the person wrote
     partial: bool  # (LLM_TIMED_OUT) the answer had begun
     reason: str  # an inner error's own words (a PlanError, the planner's failure)
-    detail: str  # a sentence worded elsewhere (LLM_FAILED, MESSAGE)
+    detail: str  # a sentence worded elsewhere (MESSAGE; LLM_FAILED's older form)
+    # quotas
+    place: str  # whose quota: "server" or "workspace" (absent: the person's own)
+    period: str  # minute | day
+    # server settings
+    key: str  # a setting's name
+    choices: tuple[str, ...]  # what would be accepted: the settings, the tasks
+    # the language model's server
+    model: str  # a model id
+    suggested: str  # a model to try instead
+    setting: str  # the deployment's setting to check: "HF_TOKEN", "OPENAI_BASE_URL"
+    address: str  # a server's URL as shown (no secret in it)
+    hostname: str  # the name looked up
+    reach: str  # why a server was not reached: local | name | connect
+    url: str  # a page where the operator acts (billing, providers)
+    said: str  # the server's own words
+    prompt_tokens: int | None
+    n_ctx: int | None  # a model's context size in tokens
+    estimated: bool  # (LLM_PROMPT_TOO_LONG) prompt_tokens is our estimate
 
 
 class Code(StrEnum):
@@ -114,6 +133,17 @@ class ErrorCode(Code):
     BAD_PERIOD = "bad_period"  # value, reason
     PLAN_STALE = "plan_stale"  # reason
     BAD_RATING = "bad_rating"  # value
+    UNKNOWN_TASK = "unknown_task"  # value, choices (the tasks)
+    # a request over a quota (core.ratelimit.QuotaExceeded)
+    QUOTA_REQUESTS = "quota_requests"  # place, limit, period, seconds (until it resets)
+    QUOTA_TOKENS = "quota_tokens"  # place, limit (tokens a day), seconds
+    # an admin's server setting (core.server_settings.SettingError)
+    SETTING_NOT_SERVER = "setting_not_server"  # value
+    SETTING_UNKNOWN = "setting_unknown"  # key, choices (the settings)
+    SETTING_TASK_LIST = "setting_task_list"  # (allowed_tasks written wrong)
+    SETTING_NOT_NUMBER = "setting_not_number"  # key, value
+    SETTING_NOT_PINNED = "setting_not_pinned"  # task
+    SETTING_INVALID = "setting_invalid"  # reason (the validation's clauses)
     # the run
     NO_PLAN = "no_plan"  # reason (the planner's, when it gave one)
     SHUTTING_DOWN = "shutting_down"  # a new request while the process stops
@@ -130,8 +160,18 @@ class ErrorCode(Code):
     LLM_NO_MODEL = "llm_no_model"  # host
     LLM_BUDGET_USED = "llm_budget_used"  # host, tokens
     LLM_BROKE_OFF = "llm_broke_off"  # host, cause
-    LLM_FAILED = "llm_failed"  # detail (core.llm words the SDK's failures)
-    # worded by the raiser (subclasses not coded yet: QuotaExceeded, SettingError)
+    LLM_PROMPT_TOO_LONG = "llm_prompt_too_long"  # host, prompt_tokens, n_ctx, estimated
+    # an SDK failure (core.llm): attempts + seconds when it was retried
+    LLM_PROXY = "llm_proxy"  # host
+    LLM_UNREACHABLE = "llm_unreachable"  # host, reach, address, setting, hostname
+    LLM_UNKNOWN_MODEL = "llm_unknown_model"  # host, model, suggested + url (HF router)
+    LLM_KEY_REJECTED = "llm_key_rejected"  # host, setting
+    LLM_PAYMENT = "llm_payment"  # host, url (HF router: where to top up)
+    LLM_QUOTA_USED = "llm_quota_used"  # host
+    LLM_RATE_LIMITED = "llm_rate_limited"  # host
+    LLM_HTTP = "llm_http"  # host, status, said
+    LLM_FAILED = "llm_failed"  # host, cause (older: detail)
+    # worded by the raiser (a plain string given instead of a code)
     MESSAGE = "message"  # detail
 
     def words(self, fields: ErrorFields) -> str:
@@ -141,8 +181,9 @@ class ErrorCode(Code):
 class _Coded(BotError):
     """An error that carries a :class:`Code` and its :class:`ErrorFields`.
 
-    A plain string is still taken (``QuotaExceeded("…")``): it becomes
-    :attr:`ErrorCode.MESSAGE` with the string as its ``detail``."""
+    A plain string is still taken (``InputRejected("…")``): it becomes
+    :attr:`ErrorCode.MESSAGE` with the string as its ``detail`` (no code in
+    this code base does so: ``tests/core/test_error_codes.py``)."""
 
     code: Code
     fields: ErrorFields
@@ -199,8 +240,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def _waited(f: ErrorFields) -> str:
-    """``45 s (2 attempts)``."""
-    n = f.get("attempts", 1)
+    """``45 s (2 attempts)``; ``45 s`` when no attempts are counted."""
+    if "attempts" not in f:
+        return format_seconds(f["seconds"])
+    n = f["attempts"]
     return f"{format_seconds(f['seconds'])} ({n} attempt{'' if n == 1 else 's'})"
 
 
@@ -238,8 +281,130 @@ def _too_long(f: ErrorFields) -> str:
     )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _reset_in(seconds: float) -> str:
+    """``5 h 12 min``, ``12 min``, ``31 s``."""
+    whole = math.ceil(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    hours, minutes = divmod(math.ceil(whole / 60), 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def _quota(f: ErrorFields) -> str:
+    """``You have used your 20 requests this minute; try again in 31 s.``"""
+    place = f.get("place")
+    who, whose = (f"This {place} has", "its") if place else ("You have", "your")
+    limit, wait = f["limit"], f["seconds"]
+    if "period" not in f:  # QUOTA_TOKENS
+        return (
+            f"{who} used {whose} daily budget of {_count(limit, 'LLM token')}; "
+            f"it resets at 00:00 UTC (in {_reset_in(wait)})."
+        )
+    requests = _count(limit, "request")
+    if f["period"] == "minute":
+        return f"{who} used {whose} {requests} this minute; try again in {math.ceil(wait)} s."
+    return (
+        f"{who} used {whose} {requests} for today; "
+        f"{'they reset' if limit > 1 else 'it resets'} at 00:00 UTC (in {_reset_in(wait)})."
+    )
+
+
 def _llm(f: ErrorFields) -> str:
     return f"The language model at {f['host']}"
+
+
+def _prompt_too_long(f: ErrorFields) -> str:
+    prompt, n_ctx = f.get("prompt_tokens"), f.get("n_ctx")
+    about = "about " if f.get("estimated") else ""
+    if prompt and n_ctx:
+        sizes = f": the prompt is {about}{prompt} tokens but its context holds {n_ctx}"
+    elif n_ctx:
+        sizes = f": its context holds {n_ctx} tokens"
+    else:
+        sizes = ""
+    return (
+        f"The request is too long for the language model at {f['host']}{sizes}. "
+        "Use a model or server with a larger context (llama-server: --ctx-size), "
+        "or start a new conversation."
+    )
+
+
+def _unreached(f: ErrorFields) -> str:
+    """For a server that could not be reached: the likely causes and the
+    setting to check, worded by where it is ("" when ``reach`` is absent)."""
+    reach = f.get("reach")
+    if reach is None:
+        return ""
+    if reach == "local":
+        return (
+            ". Is its server running? Start it (llama-server, vllm serve, ollama serve), "
+            f"or set {f['setting']} to the address it listens on (now {f['address']})"
+        )
+    if reach == "name":
+        cause = f"the name {f['hostname']} could not be looked up"
+    else:
+        cause = "the connection failed"
+    return (
+        f". Likely causes: no network here ({cause}), a proxy this process was not "
+        f"told of (set HTTPS_PROXY), or a wrong address ({f['address']}; check {f['setting']})"
+    )
+
+
+def _through_proxy(f: ErrorFields) -> str:
+    return (
+        ": the proxy HTTPS_PROXY names could not be used or refused the connection "
+        "(check HTTPS_PROXY, and NO_PROXY for addresses reached directly)"
+    )
+
+
+def _sdk(
+    words: Callable[[ErrorFields], str],
+    advice: Callable[[ErrorFields], str] = _unreached,
+) -> Callable[[ErrorFields], str]:
+    """An SDK failure's words, then the attempts it took when it was
+    retried (`` (3 attempts in 2.5 s)``), then what to check (``advice``)."""
+
+    def worded(f: ErrorFields) -> str:
+        retried = ""
+        if "attempts" in f and "seconds" in f:
+            retried = f" ({f['attempts']} attempts in {format_seconds(f['seconds'])})"
+        return words(f) + retried + advice(f)
+
+    return worded
+
+
+def _unknown_model(f: ErrorFields) -> str:
+    hint = (
+        f" (a model Inference Providers serve, e.g. {f['suggested']}, or enable a "
+        f"provider for it at {f['url']})"
+        if "suggested" in f
+        else ""
+    )
+    return f"{_llm(f)} does not know model {f['model']} (check LLM_MODEL): set LLM_MODEL{hint}"
+
+
+def _payment(f: ErrorFields) -> str:
+    if "url" in f:
+        return (
+            f"{_llm(f)}: the Hugging Face credits for Inference Providers are used up "
+            f"(HTTP 402); top up at {f['url']}, or set OPENAI_API_KEY"
+        )
+    return f"{_llm(f)} refused: payment required (HTTP 402); check the account's credits"
+
+
+def _http(f: ErrorFields) -> str:
+    said = f.get("said")
+    return f"{_llm(f)} returned an error (HTTP {f['status']}){': ' if said else ''}{said or ''}"
+
+
+def _llm_failed(f: ErrorFields) -> str:
+    if "detail" in f:  # the older form: a sentence core.llm worded
+        return f["detail"]
+    return f"{_llm(f)} failed ({f['cause']})"
 
 
 def _unreadable(f: ErrorFields) -> str:
@@ -287,6 +452,27 @@ _WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
     ErrorCode.BAD_PERIOD: lambda f: f["reason"],  # core.usage.parse_since words it
     ErrorCode.PLAN_STALE: lambda f: f"That plan cannot run here any more: {f['reason']}",
     ErrorCode.BAD_RATING: lambda f: f"feedback is 'good' or 'bad', not {f['value']!r}",
+    ErrorCode.UNKNOWN_TASK: lambda f: (
+        f"unknown task {f['value']!r}; the tasks are: {', '.join(f['choices'])}"
+    ),
+    ErrorCode.QUOTA_REQUESTS: _quota,
+    ErrorCode.QUOTA_TOKENS: _quota,
+    ErrorCode.SETTING_NOT_SERVER: lambda f: (
+        f"{f['value']!r} is not a server: write PLATFORM:ID, e.g. discord:123456789012345678, "
+        "slack:T0123ABCD or cli:local"
+    ),
+    ErrorCode.SETTING_UNKNOWN: lambda f: (
+        f"unknown setting {f['key']!r}; the settings are: {', '.join(f['choices'])}"
+    ),
+    ErrorCode.SETTING_TASK_LIST: lambda f: (
+        "allowed_tasks: give task names separated by commas "
+        "(e.g. text-to-image,image-classification), or none"
+    ),
+    ErrorCode.SETTING_NOT_NUMBER: lambda f: (
+        f"{f['key']}: {f['value']!r} is not a whole number (0 turns the quota off)"
+    ),
+    ErrorCode.SETTING_NOT_PINNED: lambda f: f"no model is pinned for {f['task']}",
+    ErrorCode.SETTING_INVALID: lambda f: f["reason"],  # pydantic's validation, per key
     ErrorCode.NO_PLAN: lambda f: f.get("reason") or "I could not turn your request into a plan.",
     ErrorCode.SHUTTING_DOWN: lambda f: (
         "I'm restarting right now; please send that again in a minute."
@@ -317,7 +503,7 @@ _WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
     ),
     ErrorCode.LLM_TIMED_OUT: lambda f: (
         f"{_llm(f)} did not {'finish its answer' if f.get('partial') else 'answer'} "
-        f"within {_waited(f)}"
+        f"within {_waited(f)}{_unreached(f)}"
     ),
     ErrorCode.LLM_UNREADABLE: _unreadable,
     ErrorCode.LLM_NO_ANSWER: lambda f: f"{_llm(f)} returned no answer",
@@ -331,7 +517,24 @@ _WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
     ErrorCode.LLM_BROKE_OFF: lambda f: (
         f"{_llm(f)} stopped in the middle of its answer ({f['cause']})"
     ),
-    ErrorCode.LLM_FAILED: lambda f: f["detail"],  # core.llm words the SDK's failure
+    ErrorCode.LLM_PROMPT_TOO_LONG: _prompt_too_long,
+    ErrorCode.LLM_PROXY: _sdk(
+        lambda f: f"{_llm(f)} could not be reached through the proxy", _through_proxy
+    ),
+    ErrorCode.LLM_UNREACHABLE: _sdk(lambda f: f"{_llm(f)} could not be reached"),
+    ErrorCode.LLM_UNKNOWN_MODEL: _sdk(_unknown_model),
+    ErrorCode.LLM_KEY_REJECTED: _sdk(
+        lambda f: f"{_llm(f)} rejected the API key (check {f['setting']})"
+    ),
+    ErrorCode.LLM_PAYMENT: _sdk(_payment),
+    ErrorCode.LLM_QUOTA_USED: _sdk(
+        lambda f: f"{_llm(f)} says the account's quota is used up (HTTP 429); check its billing"
+    ),
+    ErrorCode.LLM_RATE_LIMITED: _sdk(
+        lambda f: f"{_llm(f)} is rate limiting us (HTTP 429); try again in a moment"
+    ),
+    ErrorCode.LLM_HTTP: _sdk(_http),
+    ErrorCode.LLM_FAILED: _sdk(_llm_failed),
     ErrorCode.MESSAGE: lambda f: f["detail"],
 }
 

@@ -71,7 +71,7 @@ from openai.types.shared_params import ResponseFormatJSONObject
 
 from core import telemetry
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import ConfigError, ErrorCode, RunFailed
+from core.errors import ConfigError, ErrorCode, ErrorFields, RunFailed, format_seconds
 from core.http_client import async_client
 from core.llm_server import (
     Fault,
@@ -79,7 +79,7 @@ from core.llm_server import (
     context_from_models,
     context_from_props,
     model_ids,
-    overflow_message,
+    overflow,
     retry_delay,
 )
 from core.types import Usage
@@ -178,13 +178,6 @@ _STAGE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
 # A model asked for instead of the configured one (a server's own setting), set
 # with LLM.using() for every call made inside (in this task and those it starts).
 _MODEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("llm_model", default=None)
-
-
-def format_seconds(seconds: float) -> str:
-    """``45 s`` from ten seconds on, ``0.3 s`` or ``2 s`` below."""
-    if seconds >= 10:
-        return f"{seconds:.0f} s"
-    return f"{round(seconds, 1):g} s"
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, str]]) -> int:
@@ -410,13 +403,9 @@ class LLM:
                         fault.code or fault.kind or "-",
                         self._clock.monotonic() - started,
                     )
-                    message = self._describe(exc, fault, model, prompt, deadline)
-                    if delay is not None and deadline.attempts > 1:
-                        # a retryable failure that outlasted the retries or the deadline
-                        spent = format_seconds(deadline.elapsed())
-                        message += f" ({deadline.attempts} attempts in {spent})"
-                    detail = message + self._unreachable_advice(exc)
-                    raise RunFailed(ErrorCode.LLM_FAILED, detail=detail) from exc
+                    # retried: a retryable failure that outlasted the retries or the deadline
+                    retried = delay is not None and deadline.attempts > 1
+                    raise self._failure(exc, fault, model, prompt, deadline, retried) from exc
                 except Exception as exc:
                     # What the SDK could not even parse: a 200 with JSON that does
                     # not parse, a body it cannot decode.  The server is at fault.
@@ -477,9 +466,7 @@ class LLM:
             except (openai.APIStatusError, ValueError):  # refused, or not JSON
                 ids = []
             except openai.OpenAIError as exc:
-                message = self._describe(exc, Fault.of(exc), "?", 0)
-                detail = message + self._unreachable_advice(exc)
-                raise RunFailed(ErrorCode.LLM_FAILED, detail=detail) from exc
+                raise self._failure(exc, Fault.of(exc), "?", 0) from exc
             if not ids:
                 raise RunFailed(ErrorCode.LLM_NO_MODEL, host=self.host)
             self.model = ids[0]
@@ -528,8 +515,7 @@ class LLM:
             return cap
         if prompt + MIN_ANSWER_ROOM > n_ctx:
             log.warning("llm %s: prompt of ~%d tokens exceeds context %d", self.host, prompt, n_ctx)
-            detail = overflow_message(self.host, prompt, n_ctx, estimated=True)
-            raise RunFailed(ErrorCode.LLM_FAILED, detail=detail)
+            raise overflow(self.host, prompt, n_ctx, estimated=True)
         return cap if cap is None else min(cap, n_ctx - prompt)
 
     def _params(self, cap: int | None, wanted_format: int, *, stream: bool = False) -> _Sent:
@@ -773,88 +759,83 @@ class LLM:
             return None
 
     # ------------------------------------------------------------ messages
-    def _describe(
+    def _failure(
         self,
         exc: openai.OpenAIError,
         fault: Fault,
         model: str,
         prompt: int,
         deadline: Deadline | None = None,
-    ) -> str:
-        """A user-facing sentence for an SDK failure (no secrets)."""
-        who = f"The language model at {self.host}"
+        retried: bool = False,
+    ) -> RunFailed:
+        """An SDK failure as a code and its fields (no secrets; worded in
+        core.errors): ``retried`` adds the attempts and the time they took."""
+        f: ErrorFields = {"host": self.host}
+        code = ErrorCode.LLM_FAILED
         if any(isinstance(e, _PROXY_ERRORS) for e in _chain(exc)):
-            return f"{who} could not be reached through the proxy"
+            code = ErrorCode.LLM_PROXY
         # APITimeoutError subclasses APIConnectionError: test it first.
-        if isinstance(exc, openai.APITimeoutError):
+        elif isinstance(exc, openai.APITimeoutError):
+            code, retried = ErrorCode.LLM_TIMED_OUT, False
             if deadline is None:
-                return f"{who} did not answer within {format_seconds(self.timeout)}"
-            return f"{who} did not answer within {deadline.waited()}"
-        if isinstance(exc, openai.APIConnectionError):
-            return f"{who} could not be reached"
-        if fault.overflow:
+                f["seconds"] = self.timeout
+            else:
+                f["seconds"] = min(deadline.elapsed(), deadline.budget)
+                f["attempts"] = deadline.attempts
+        elif isinstance(exc, openai.APIConnectionError):
+            code = ErrorCode.LLM_UNREACHABLE
+        elif fault.overflow:
             estimated = fault.n_prompt is None
-            return overflow_message(
+            return overflow(
                 self.host, fault.n_prompt or prompt or None, fault.n_ctx, estimated=estimated
             )
-        if fault.unknown_model:
-            hint = (
-                f" (a model Inference Providers serve, e.g. {DEFAULT_HF_MODEL}, or enable a "
-                f"provider for it at {HF_PROVIDERS_URL})"
-                if self.hf_router
-                else ""
-            )
-            return f"{who} does not know model {model} (check LLM_MODEL): set LLM_MODEL{hint}"
-        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-            return f"{who} rejected the API key (check {self._key_var})"
-        if fault.status == 402:
+        elif fault.unknown_model:
+            code, f["model"] = ErrorCode.LLM_UNKNOWN_MODEL, model
             if self.hf_router:
-                return (
-                    f"{who}: the Hugging Face credits for Inference Providers are used up "
-                    f"(HTTP 402); top up at {HF_BILLING_URL}, or set OPENAI_API_KEY"
-                )
-            return f"{who} refused: payment required (HTTP 402); check the account's credits"
-        if isinstance(exc, openai.RateLimitError):
-            if fault.code == "insufficient_quota":
-                return f"{who} says the account's quota is used up (HTTP 429); check its billing"
-            return f"{who} is rate limiting us (HTTP 429); try again in a moment"
-        if isinstance(exc, openai.APIStatusError):
-            said = fault.said()
-            return f"{who} returned an error (HTTP {exc.status_code}){': ' if said else ''}{said}"
-        if isinstance(exc, openai.APIResponseValidationError):
-            return f"{who} sent an answer that could not be read"
-        return f"{who} failed ({type(exc).__name__})"
-
-    def _unreachable_advice(self, exc: openai.OpenAIError) -> str:
-        """For a server that could not be reached: the likely causes and the
-        setting to check, worded by where it is ("" for other failures)."""
-        found = _chain(exc)
-        if any(isinstance(e, _PROXY_ERRORS) for e in found):
-            return (
-                ": the proxy HTTPS_PROXY names could not be used or refused the connection "
-                "(check HTTPS_PROXY, and NO_PROXY for addresses reached directly)"
-            )
-        timeout = isinstance(exc, openai.APITimeoutError)
-        if not isinstance(exc, openai.APIConnectionError) or (
-            timeout and not any(isinstance(e, httpx2.ConnectTimeout) for e in found)
-        ):
-            return ""  # reached: it answered, or was too slow to
-        url_var = "HF_ROUTER_URL" if self.hf_router else "OPENAI_BASE_URL"
-        address = _shown_url(self.base_url)
-        host = urlsplit(self.base_url).hostname or ""
-        if host in _LOOPBACK:
-            return (
-                f". Is its server running? Start it (llama-server, vllm serve, ollama serve), "
-                f"or set {url_var} to the address it listens on (now {address})"
-            )
-        if any(isinstance(e, socket.gaierror) for e in found):
-            cause = f"the name {host} could not be looked up"
+                f["suggested"], f["url"] = DEFAULT_HF_MODEL, HF_PROVIDERS_URL
+        elif isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+            code, f["setting"] = ErrorCode.LLM_KEY_REJECTED, self._key_var
+        elif fault.status == 402:
+            code = ErrorCode.LLM_PAYMENT
+            if self.hf_router:
+                f["url"] = HF_BILLING_URL
+        elif isinstance(exc, openai.RateLimitError):
+            quota = fault.code == "insufficient_quota"
+            code = ErrorCode.LLM_QUOTA_USED if quota else ErrorCode.LLM_RATE_LIMITED
+        elif isinstance(exc, openai.APIStatusError):
+            code, f["status"], f["said"] = ErrorCode.LLM_HTTP, exc.status_code, fault.said()
+        elif isinstance(exc, openai.APIResponseValidationError):
+            code = ErrorCode.LLM_UNREADABLE
         else:
-            cause = "the connection failed"
-        return (
-            f". Likely causes: no network here ({cause}), a proxy this process was not "
-            f"told of (set HTTPS_PROXY), or a wrong address ({address}; check {url_var})"
-        )
+            f["cause"] = type(exc).__name__
+        if retried and deadline is not None:
+            f["attempts"], f["seconds"] = deadline.attempts, deadline.elapsed()
+        if code in (ErrorCode.LLM_TIMED_OUT, ErrorCode.LLM_UNREACHABLE):
+            f.update(self._unreached(exc))
+        return RunFailed(code, **f)
+
+    def _unreached(self, exc: openai.OpenAIError) -> ErrorFields:
+        """For a server that could not be reached: where it is (``reach``:
+        this machine, a name not looked up, a connection that failed), its
+        address and the setting that names it; nothing when it was reached
+        (it answered, or was too slow to)."""
+        found = _chain(exc)
+        timeout = isinstance(exc, openai.APITimeoutError)
+        if timeout and not any(isinstance(e, httpx2.ConnectTimeout) for e in found):
+            return {}
+        host = urlsplit(self.base_url).hostname or ""
+        f: ErrorFields = {
+            "setting": "HF_ROUTER_URL" if self.hf_router else "OPENAI_BASE_URL",
+            "address": _shown_url(self.base_url),
+            "hostname": host,
+        }
+        if host in _LOOPBACK:
+            f["reach"] = "local"
+        elif any(isinstance(e, socket.gaierror) for e in found):
+            f["reach"] = "name"
+        else:
+            f["reach"] = "connect"
+        return f
 
 
 class _StreamCut(Exception):

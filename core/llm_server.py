@@ -8,6 +8,7 @@
 * :func:`retry_delay` – whether sending the same request again can help.
 * :func:`context_size` and :func:`model_ids` – the server's self-description
   (llama.cpp ``GET /props``, ``GET /v1/models``).
+* :func:`overflow` – the failure of a prompt the context cannot hold.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+
+from core.errors import ErrorCode, ErrorFields, RunFailed
 
 MAX_RETRY_AFTER = 60.0  # seconds; a server asking for a longer wait fails the call now
 
@@ -170,17 +173,12 @@ def context_from_models(listing: object, model: str | None) -> int | None:
     return None
 
 
-def overflow_message(host: str, prompt: int | None, n_ctx: int | None, *, estimated: bool) -> str:
-    """What to tell the user when a prompt does not fit the context."""
-    about = "about " if estimated else ""
-    if prompt and n_ctx:
-        sizes = f": the prompt is {about}{prompt} tokens but its context holds {n_ctx}"
-    elif n_ctx:
-        sizes = f": its context holds {n_ctx} tokens"
-    else:
-        sizes = ""
-    return (
-        f"The request is too long for the language model at {host}{sizes}. "
-        "Use a model or server with a larger context (llama-server: --ctx-size), "
-        "or start a new conversation."
-    )
+def overflow(host: str, prompt: int | None, n_ctx: int | None, *, estimated: bool) -> RunFailed:
+    """The failure of a prompt that does not fit the context (``prompt``:
+    its tokens, ``n_ctx``: the context's, each None when unknown)."""
+    fields: ErrorFields = {"host": host, "estimated": estimated}
+    if prompt:
+        fields["prompt_tokens"] = prompt
+    if n_ctx:
+        fields["n_ctx"] = n_ctx
+    return RunFailed(ErrorCode.LLM_PROMPT_TOO_LONG, **fields)

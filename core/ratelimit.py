@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import InputRejected
+from core.errors import ErrorCode, ErrorFields, InputRejected
 from core.store.quotas import QuotaStore, Used, Window
 from core.types import Request, Usage
 
@@ -45,11 +45,12 @@ class Quotas:
 
 
 class QuotaExceeded(InputRejected):
-    """A quota is used up; ``retry_after`` seconds until its window ends."""
+    """A quota is used up: :attr:`ErrorCode.QUOTA_REQUESTS` or
+    :attr:`ErrorCode.QUOTA_TOKENS`, its ``seconds`` until its window ends."""
 
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    @property
+    def retry_after(self) -> float:
+        return float(self.fields.get("seconds", 0))
 
 
 class QuotaLimiter:
@@ -119,41 +120,17 @@ def _start(now: float, length: int) -> int:
 
 
 def _refusal(req: Request, used: Used, now: float) -> QuotaExceeded:
-    """The message for a full window, e.g. "You have used your 20 requests
-    this minute; try again in 31 s." """
+    """The refusal for a full window, e.g. "You have used your 20 requests
+    this minute; try again in 31 s." (worded in core.errors)."""
     w = used.window
     length = MINUTE if w.period == "minute" else DAY
     wait = max(1, math.ceil(w.start + length - now))
-    if w.key.startswith("user:"):
-        who, whose = "You have", "your"
-    else:
-        who, whose = f"This {_PLACES.get(req.conversation.platform, 'server')} has", "its"
-    if w.max_requests > 0 and used.requests >= w.max_requests:
-        requests = _count(w.max_requests, "request")
-        if w.period == "minute":
-            text = f"{who} used {whose} {requests} this minute; try again in {wait} s."
-        else:
-            text = (
-                f"{who} used {whose} {requests} for today; "
-                f"{'they reset' if w.max_requests > 1 else 'it resets'} at 00:00 UTC "
-                f"(in {_duration(wait)})."
-            )
-    else:
-        text = (
-            f"{who} used {whose} daily budget of {_count(w.max_tokens, 'LLM token')}; "
-            f"it resets at 00:00 UTC (in {_duration(wait)})."
-        )
+    fields: ErrorFields = {"seconds": wait}
+    if not w.key.startswith("user:"):
+        fields["place"] = _PLACES.get(req.conversation.platform, "server")
     log.info("request %s refused: %s is over its %s quota", req.request_id, w.key, w.period)
-    return QuotaExceeded(text, float(wait))
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _duration(seconds: int) -> str:
-    """``5 h 12 min``, ``12 min``, ``31 s``."""
-    if seconds < MINUTE:
-        return f"{seconds} s"
-    hours, minutes = divmod(math.ceil(seconds / 60), 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    if w.max_requests > 0 and used.requests >= w.max_requests:
+        fields["limit"], fields["period"] = w.max_requests, w.period
+        return QuotaExceeded(ErrorCode.QUOTA_REQUESTS, **fields)
+    fields["limit"] = w.max_tokens
+    return QuotaExceeded(ErrorCode.QUOTA_TOKENS, **fields)

@@ -40,7 +40,7 @@ from pydantic import (
 
 from core.catalog import Catalog, ModelInfo
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import InputRejected
+from core.errors import ErrorCode, InputRejected, wording
 from core.ratelimit import Quotas
 from core.store.server_settings import ServerSettingsStore
 from core.tasks import TASKS, canonical_task
@@ -67,8 +67,8 @@ QUOTA_KEYS: dict[str, str] = {
 
 
 class SettingError(InputRejected):
-    """A setting an admin gave cannot be used; the message says why and what
-    would be accepted."""
+    """A setting an admin gave cannot be used: a ``SETTING_*`` code (or
+    ``UNKNOWN_TASK``) with what would be accepted, worded in core.errors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +84,7 @@ class ServerKey:
         """``discord:123…``, ``slack:T0…``, ``cli:local``."""
         platform, sep, server = text.strip().partition(":")
         if not sep or not _PLATFORM.fullmatch(platform) or not server.strip():
-            raise SettingError(
-                f"{text!r} is not a server: write PLATFORM:ID, e.g. discord:123456789012345678, "
-                "slack:T0123ABCD or cli:local"
-            )
+            raise SettingError(ErrorCode.SETTING_NOT_SERVER, value=text)
         return cls(platform, server.strip())
 
     @classmethod
@@ -101,14 +98,10 @@ class ServerKey:
         return f"{self.platform}:{self.server}"
 
 
-def _tasks_named() -> str:
-    return ", ".join(TASKS)
-
-
 def _task(name: str) -> str:
     task = canonical_task(name) if isinstance(name, str) else None
     if task is None:
-        raise ValueError(f"unknown task {name!r}; the tasks are: {_tasks_named()}")
+        raise ValueError(wording(ErrorCode.UNKNOWN_TASK, value=str(name), choices=tuple(TASKS)))
     return task
 
 
@@ -197,7 +190,7 @@ class ServerSettings(BaseModel):
         try:
             return cls.model_validate(dict(data), context={"catalog": catalog})
         except ValidationError as e:
-            raise SettingError(describe(e)) from None
+            raise SettingError(ErrorCode.SETTING_INVALID, reason=describe(e)) from None
 
     @classmethod
     def lenient(cls, data: Mapping[str, Any], where: str = "") -> ServerSettings:
@@ -239,22 +232,17 @@ class ServerSettings(BaseModel):
         elif key == "allowed_tasks":
             names = [] if value.strip().lower() == "none" else value.split(",")
             if any(not n.strip() for n in names):
-                raise SettingError(
-                    "allowed_tasks: give task names separated by commas "
-                    "(e.g. text-to-image,image-classification), or none"
-                )
+                raise SettingError(ErrorCode.SETTING_TASK_LIST)
             data[key] = [n.strip() for n in names]
         elif key in QUOTA_KEYS:
             try:
                 data[key] = int(value.strip().replace("_", ""))
             except ValueError:
-                raise SettingError(
-                    f"{key}: {value!r} is not a whole number (0 turns the quota off)"
-                ) from None
+                raise SettingError(ErrorCode.SETTING_NOT_NUMBER, key=key, value=value) from None
         elif key in ServerSettings.model_fields and key != "pinned_models":
             data[key] = value.strip()
         else:
-            raise SettingError(f"unknown setting {key!r}; the settings are: {', '.join(KEYS)}")
+            raise SettingError(ErrorCode.SETTING_UNKNOWN, key=key, choices=KEYS)
         return ServerSettings.checked(data, catalog)
 
     def without(self, key: str) -> ServerSettings:
@@ -265,12 +253,12 @@ class ServerSettings(BaseModel):
         if pin is not None:
             pins = dict(data.get("pinned_models", {}))
             if pins.pop(pin, None) is None:
-                raise SettingError(f"no model is pinned for {pin}")
+                raise SettingError(ErrorCode.SETTING_NOT_PINNED, task=pin)
             data["pinned_models"] = pins
         elif key in ServerSettings.model_fields:
             data.pop(key, None)
         else:
-            raise SettingError(f"unknown setting {key!r}; the settings are: {', '.join(KEYS)}")
+            raise SettingError(ErrorCode.SETTING_UNKNOWN, key=key, choices=KEYS)
         return ServerSettings.checked(data)
 
 
@@ -287,10 +275,11 @@ KEYS: tuple[str, ...] = (
 def _pin_task(key: str) -> str | None:
     for prefix in PIN_PREFIXES:
         if key.startswith(prefix):
-            try:
-                return _task(key[len(prefix) :])
-            except ValueError as e:
-                raise SettingError(str(e)) from None
+            name = key[len(prefix) :]
+            task = canonical_task(name)
+            if task is None:
+                raise SettingError(ErrorCode.UNKNOWN_TASK, value=name, choices=tuple(TASKS))
+            return task
     return None
 
 

@@ -1,5 +1,6 @@
-"""Errors carry data: every RunFailed / InputRejected the code builds names a
-code (``ErrorCode.X`` in the core, ``ChatCode.X`` or ``ErrorCode.X`` in the
+"""Errors carry data: every RunFailed / InputRejected the code builds (and
+their subclasses QuotaExceeded, SettingError, BudgetExhausted) names a code
+(``ErrorCode.X`` in the core, ``ChatCode.X`` or ``ErrorCode.X`` in the
 adapters); none is built from a sentence any more, so each sentence is in one
 table (core/errors.py, adapters/chat/messages.py)."""
 
@@ -8,31 +9,98 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from core.errors import ErrorCode, InputRejected, RunFailed
+from core.llm import LLM
+from core.ratelimit import QuotaExceeded
+from core.server_settings import ServerKey, ServerSettings, SettingError
+from core.types import Usage
+from tests.fakes.loopback import free_port
+
 ROOT = Path(__file__).parents[2]
-BUILT = {"InputRejected", "RunFailed", "BudgetExhausted"}
+BUILT = {"InputRejected", "RunFailed", "BudgetExhausted", "QuotaExceeded", "SettingError"}
 CODES = {"ErrorCode", "ChatCode"}
+
+
+def is_code(node: ast.expr | None) -> bool:
+    """``ErrorCode.X``, ``ChatCode.X``, or ``A if … else B`` of those."""
+    if isinstance(node, ast.IfExp):
+        return is_code(node.body) and is_code(node.orelse)
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in CODES
+    )
+
+
+def own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope`` outside the functions defined in it."""
+    found: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def assigned(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
+    """The values given to each plain name (``a = …``, ``a, b = …, …``;
+    a name unpacked from anything else gets an unknown value)."""
+    values: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                values.setdefault(target.id, []).append(node.value)
+            elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                for t, v in zip(target.elts, node.value.elts, strict=False):
+                    if isinstance(t, ast.Name):
+                        values.setdefault(t.id, []).append(v)
+            else:
+                for inner in ast.walk(target):
+                    if isinstance(inner, ast.Name):
+                        values.setdefault(inner.id, []).append(target)
+    return values
 
 
 def uncoded_lines(source: str) -> list[int]:
     """The lines of ``source`` that build an error whose first argument is
-    not a code (a sentence, an f-string, a variable)."""
+    not a code (a sentence, an f-string, a variable given anything but
+    codes in its function)."""
+    tree = ast.parse(source)
+    scopes = [
+        tree,
+        *(
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        ),
+    ]
     lines = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        if name not in BUILT:
-            continue
-        first = node.args[0] if node.args else None
-        coded = (
-            isinstance(first, ast.Attribute)
-            and isinstance(first.value, ast.Name)
-            and first.value.id in CODES
-        )
-        if not coded:
-            lines.append(node.lineno)
-    return lines
+    for scope in scopes:
+        nodes = own_nodes(scope)
+        values = assigned(nodes)
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name not in BUILT:
+                continue
+            first = node.args[0] if node.args else None
+            coded = is_code(first) or (
+                isinstance(first, ast.Name)
+                and bool(values.get(first.id))
+                and all(is_code(v) for v in values[first.id])
+            )
+            if not coded:
+                lines.append(node.lineno)
+    return sorted(lines)
 
 
 def uncoded(folder: str) -> list[str]:
@@ -58,5 +126,78 @@ def test_the_check_finds_sentences_and_passes_codes() -> None:
         "raise errors.RunFailed(message)\n"
         "raise InputRejected(ErrorCode.FILE_EMPTY, file=name)\n"
         "raise InputRejected(ChatCode.FILE_MISSING, file=name)\n"
+        'raise SettingError(f"unknown setting {key!r}")\n'
+        "return QuotaExceeded(text, float(wait))\n"
+        "raise SettingError(ErrorCode.SETTING_NOT_PINNED, task=pin)\n"
+        "return QuotaExceeded(ErrorCode.QUOTA_TOKENS, **fields)\n"
+        "def f(x):\n"
+        "    code = ErrorCode.LLM_FAILED\n"
+        "    if x:\n"
+        "        code, n = ErrorCode.LLM_HTTP, 3\n"
+        "    return RunFailed(code, host=x)\n"
+        "def g(x):\n"
+        "    code = ErrorCode.LLM_FAILED if x else f'{x} failed'\n"
+        "    raise RunFailed(code)\n"
     )
-    assert uncoded_lines(source) == [1, 2, 3]
+    assert uncoded_lines(source) == [1, 2, 3, 6, 7, 17]
+
+
+def test_every_subclass_of_the_coded_errors_is_checked() -> None:
+    """A new subclass of InputRejected or RunFailed joins BUILT (or the check
+    above would let it take a sentence)."""
+    found: set[str] = set()
+    for path in [*(ROOT / "core").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(b, "id", getattr(b, "attr", None)) in BUILT for b in node.bases
+            ):
+                found.add(node.name)
+    assert found <= BUILT, found - BUILT
+
+
+def test_a_quota_refusal_carries_its_wait() -> None:
+    err = QuotaExceeded(ErrorCode.QUOTA_REQUESTS, limit=2, period="minute", seconds=40)
+    assert isinstance(err, InputRejected)
+    assert err.retry_after == 40.0
+    assert str(err) == "You have used your 2 requests this minute; try again in 40 s."
+
+
+def test_a_setting_refused_names_its_code_and_what_is_accepted() -> None:
+    with pytest.raises(SettingError) as info:
+        ServerSettings().with_value("colour", "red")
+    assert info.value.code is ErrorCode.SETTING_UNKNOWN
+    assert info.value.fields["key"] == "colour"
+    assert "llm_model" in info.value.fields["choices"]
+    with pytest.raises(SettingError) as info:
+        ServerSettings().with_value("pinned_model.nope", "m")
+    assert (info.value.code, info.value.fields["value"]) == (ErrorCode.UNKNOWN_TASK, "nope")
+    with pytest.raises(SettingError) as info:
+        ServerKey.parse("guild")
+    assert (info.value.code, info.value.fields) == (
+        ErrorCode.SETTING_NOT_SERVER,
+        {"value": "guild"},
+    )
+
+
+async def test_a_language_model_failure_carries_where_the_server_is() -> None:
+    port = free_port()
+    llm = LLM(
+        api_key="sk-test",
+        model="m",
+        max_retries=0,
+        timeout=10,
+        base_url=f"http://127.0.0.1:{port}/v1",
+    )
+    try:
+        with pytest.raises(RunFailed) as info:
+            await llm.complete([{"role": "user", "content": "hi"}], usage=Usage())
+    finally:
+        await llm.aclose()
+    assert info.value.code is ErrorCode.LLM_UNREACHABLE
+    assert info.value.fields == {
+        "host": f"127.0.0.1:{port}",
+        "setting": "OPENAI_BASE_URL",
+        "address": f"http://127.0.0.1:{port}/v1",
+        "hostname": "127.0.0.1",
+        "reach": "local",
+    }

@@ -79,6 +79,45 @@ CASES: dict[Code, tuple[ErrorFields, str]] = {
         "That plan cannot run here any more: task 0 is not offered",
     ),
     ErrorCode.BAD_RATING: ({"value": "meh"}, "feedback is 'good' or 'bad', not 'meh'"),
+    ErrorCode.UNKNOWN_TASK: (
+        {"value": "nope", "choices": ("summarization", "translation")},
+        "unknown task 'nope'; the tasks are: summarization, translation",
+    ),
+    ErrorCode.QUOTA_REQUESTS: (
+        {"limit": 20, "period": "minute", "seconds": 31},
+        "You have used your 20 requests this minute; try again in 31 s.",
+    ),
+    ErrorCode.QUOTA_TOKENS: (
+        {"place": "workspace", "limit": 1_000_000, "seconds": 5 * 3600 + 11 * 60 + 5},
+        "This workspace has used its daily budget of 1,000,000 LLM tokens; it resets at "
+        "00:00 UTC (in 5 h 12 min).",
+    ),
+    ErrorCode.SETTING_NOT_SERVER: (
+        {"value": "guild"},
+        "'guild' is not a server: write PLATFORM:ID, e.g. discord:123456789012345678, "
+        "slack:T0123ABCD or cli:local",
+    ),
+    ErrorCode.SETTING_UNKNOWN: (
+        {"key": "colour", "choices": ("llm_model", "language")},
+        "unknown setting 'colour'; the settings are: llm_model, language",
+    ),
+    ErrorCode.SETTING_TASK_LIST: (
+        {},
+        "allowed_tasks: give task names separated by commas "
+        "(e.g. text-to-image,image-classification), or none",
+    ),
+    ErrorCode.SETTING_NOT_NUMBER: (
+        {"key": "requests_per_user_per_day", "value": "ten"},
+        "requests_per_user_per_day: 'ten' is not a whole number (0 turns the quota off)",
+    ),
+    ErrorCode.SETTING_NOT_PINNED: (
+        {"task": "text-to-image"},
+        "no model is pinned for text-to-image",
+    ),
+    ErrorCode.SETTING_INVALID: (
+        {"reason": "language: 'x1' is not a language"},
+        "language: 'x1' is not a language",
+    ),
     ErrorCode.NO_PLAN: ({}, "I could not turn your request into a plan."),
     ErrorCode.SHUTTING_DOWN: ({}, "I'm restarting right now; please send that again in a minute."),
     ErrorCode.STORE_DOWN: (
@@ -137,6 +176,54 @@ CASES: dict[Code, tuple[ErrorFields, str]] = {
     ErrorCode.LLM_FAILED: (
         {"detail": f"{LLM} could not be reached"},
         f"{LLM} could not be reached",
+    ),
+    ErrorCode.LLM_PROMPT_TOO_LONG: (
+        {"host": "llm.test", "prompt_tokens": 9000, "n_ctx": 8192, "estimated": True},
+        "The request is too long for the language model at llm.test: the prompt is about "
+        "9000 tokens but its context holds 8192. Use a model or server with a larger context "
+        "(llama-server: --ctx-size), or start a new conversation.",
+    ),
+    ErrorCode.LLM_PROXY: (
+        {"host": "llm.test"},
+        f"{LLM} could not be reached through the proxy: the proxy HTTPS_PROXY names could not "
+        "be used or refused the connection (check HTTPS_PROXY, and NO_PROXY for addresses "
+        "reached directly)",
+    ),
+    ErrorCode.LLM_UNREACHABLE: (
+        {
+            "host": "127.0.0.1:8080",
+            "reach": "local",
+            "setting": "OPENAI_BASE_URL",
+            "address": "http://127.0.0.1:8080/v1",
+            "hostname": "127.0.0.1",
+        },
+        "The language model at 127.0.0.1:8080 could not be reached. Is its server running? "
+        "Start it (llama-server, vllm serve, ollama serve), or set OPENAI_BASE_URL to the "
+        "address it listens on (now http://127.0.0.1:8080/v1)",
+    ),
+    ErrorCode.LLM_UNKNOWN_MODEL: (
+        {"host": "llm.test", "model": "gpt-9"},
+        f"{LLM} does not know model gpt-9 (check LLM_MODEL): set LLM_MODEL",
+    ),
+    ErrorCode.LLM_KEY_REJECTED: (
+        {"host": "llm.test", "setting": "HF_TOKEN"},
+        f"{LLM} rejected the API key (check HF_TOKEN)",
+    ),
+    ErrorCode.LLM_PAYMENT: (
+        {"host": "llm.test"},
+        f"{LLM} refused: payment required (HTTP 402); check the account's credits",
+    ),
+    ErrorCode.LLM_QUOTA_USED: (
+        {"host": "llm.test"},
+        f"{LLM} says the account's quota is used up (HTTP 429); check its billing",
+    ),
+    ErrorCode.LLM_RATE_LIMITED: (
+        {"host": "llm.test"},
+        f"{LLM} is rate limiting us (HTTP 429); try again in a moment",
+    ),
+    ErrorCode.LLM_HTTP: (
+        {"host": "llm.test", "status": 418, "said": "I'm a teapot"},
+        f"{LLM} returned an error (HTTP 418): I'm a teapot",
     ),
     ErrorCode.MESSAGE: ({"detail": "anything"}, "anything"),
     ChatCode.FILE_MISSING: ({"file": "nope.png"}, "nope.png: no such file"),
@@ -207,6 +294,78 @@ def test_variants_of_one_code_by_the_fields_given() -> None:
     )
     assert wording(ChatCode.DOWNLOAD_FAILED, file="a", source="Slack") == (
         "a could not be downloaded from Slack."
+    )
+
+
+def test_variants_of_the_quota_codes() -> None:
+    assert wording(ErrorCode.QUOTA_REQUESTS, place="server", limit=1, period="day", seconds=59) == (
+        "This server has used its 1 request for today; it resets at 00:00 UTC (in 59 s)."
+    )
+    assert wording(ErrorCode.QUOTA_REQUESTS, limit=3, period="day", seconds=600) == (
+        "You have used your 3 requests for today; they reset at 00:00 UTC (in 10 min)."
+    )
+    assert wording(ErrorCode.QUOTA_TOKENS, limit=1, seconds=12 * 3600) == (
+        "You have used your daily budget of 1 LLM token; it resets at 00:00 UTC (in 12 h 0 min)."
+    )
+
+
+FAR = "https://llm.example/v1"
+
+
+def test_variants_of_the_language_model_codes() -> None:
+    assert wording(
+        ErrorCode.LLM_UNREACHABLE,
+        host="h",
+        reach="name",
+        hostname="llm.example",
+        address=FAR,
+        setting="OPENAI_BASE_URL",
+    ) == (
+        "The language model at h could not be reached. Likely causes: no network here (the "
+        "name llm.example could not be looked up), a proxy this process was not told of (set "
+        "HTTPS_PROXY), or a wrong address (https://llm.example/v1; check OPENAI_BASE_URL)"
+    )
+    retried = wording(
+        ErrorCode.LLM_UNREACHABLE,
+        host="h",
+        reach="connect",
+        address=FAR,
+        setting="OPENAI_BASE_URL",
+        attempts=3,
+        seconds=2.5,
+    )
+    assert retried.startswith(
+        "The language model at h could not be reached (3 attempts in 2.5 s). Likely causes: "
+        "no network here (the connection failed), "
+    )
+    assert wording(ErrorCode.LLM_TIMED_OUT, host="h", seconds=45) == (
+        "The language model at h did not answer within 45 s"
+    )
+    assert wording(ErrorCode.LLM_HTTP, host="h", status=500, said="", attempts=2, seconds=1) == (
+        "The language model at h returned an error (HTTP 500) (2 attempts in 1 s)"
+    )
+    assert wording(ErrorCode.LLM_FAILED, host="h", cause="APIError") == (
+        "The language model at h failed (APIError)"
+    )
+    assert wording(
+        ErrorCode.LLM_UNKNOWN_MODEL,
+        host="h",
+        model="m",
+        suggested="openai/gpt-oss-120b",
+        url="https://hf.test/providers",
+    ) == (
+        "The language model at h does not know model m (check LLM_MODEL): set LLM_MODEL (a "
+        "model Inference Providers serve, e.g. openai/gpt-oss-120b, or enable a provider for "
+        "it at https://hf.test/providers)"
+    )
+    assert wording(ErrorCode.LLM_PAYMENT, host="h", url="https://hf.test/billing") == (
+        "The language model at h: the Hugging Face credits for Inference Providers are used up "
+        "(HTTP 402); top up at https://hf.test/billing, or set OPENAI_API_KEY"
+    )
+    assert wording(ErrorCode.LLM_PROMPT_TOO_LONG, host="h", n_ctx=4096, estimated=False) == (
+        "The request is too long for the language model at h: its context holds 4096 tokens. "
+        "Use a model or server with a larger context (llama-server: --ctx-size), or start a "
+        "new conversation."
     )
 
 
