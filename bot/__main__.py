@@ -7,6 +7,11 @@ driver.  Other failures of the project's own (an unreachable database, an
 unreachable platform API) are one line too (exit 1).  Ctrl-C exits 130,
 SIGTERM 143.  ``ask --json`` says each of these as its one JSON object on
 stdout instead (adapters.cli_json).  Where log lines go: bot.logs.
+
+The user's path (docs/speed.md): ``run`` and ``serve`` start their warm-ups
+as the process starts; an ``ask`` or ``chat`` that ran in its own process
+starts the CLI worker for the next ones (bot.worker_start) and ends without
+the interpreter's teardown.
 """
 
 from __future__ import annotations
