@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -415,11 +416,17 @@ async def cold_ask(env: Env, fakes: Fakes) -> dict[str, Any]:
     out: dict[str, Any] = {"errors": []}
     never = env.bot_env("cold", "downloads")
     await _ask_wall(never, env.tmp, shape.text)  # creates the database, untimed
-    walls = []
+    walls, cpu = [], []
     for _ in range(COLD_REPS):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         took, err = await _ask_wall(never, env.tmp, shape.text)
-        walls.append(took) if err is None else out["errors"].append(f"no worker: {err}")
-    out["no_worker"] = walls
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if err is not None:
+            out["errors"].append(f"no worker: {err}")
+            continue
+        walls.append(took)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    out["no_worker"], out["no_worker_cpu"] = walls, cpu
     sock = env.tmp / "auto.sock"
     auto = {**never, "CLI_WORKER_START": "always", "CLI_SOCKET": str(sock)}
     try:
@@ -465,6 +472,7 @@ def _cold_rows(res: Result, cold: dict[str, Any]) -> None:
             continue
         t = median(walls)
         ready = cold.get("worker_ready_after")
+        cpu = cold.get("no_worker_cpu") if key == "no_worker" else None
         res.add(
             6,
             "cold ask wall (user's path)",
@@ -475,6 +483,7 @@ def _cold_rows(res: Result, cold: dict[str, Any]) -> None:
             value=t,
             unit="s",
             note=f"{note}; zero latency, one task, --json; median of {len(walls)}{bare}"
+            + (f"; CPU {median(cpu):.2f} s" if cpu else "")
             + (
                 f"; the worker listened {ready:.2f} s after the first ask ended"
                 if key == "first" and ready is not None
