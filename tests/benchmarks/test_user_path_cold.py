@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from benchmarks.cold_ask import cold_rows
 from benchmarks.harness import Result
-from benchmarks.user_path import _cold_rows, side_by_side
+from benchmarks.user_path import side_by_side
 
 
 def cold() -> dict[str, object]:
@@ -20,7 +21,7 @@ def cold() -> dict[str, object]:
 
 def test_each_kind_of_cold_ask_is_a_row_against_the_target() -> None:
     res = Result()
-    _cold_rows(res, cold())
+    cold_rows(res, cold())
     rows = {r.case: r for r in res.rows}
     assert rows["ask, no worker"].figure == "1.10 s" and rows["ask, no worker"].status == "FAIL"
     later = rows["ask, worker started on first use"]
@@ -30,7 +31,7 @@ def test_each_kind_of_cold_ask_is_a_row_against_the_target() -> None:
 
 def test_a_cold_ask_that_failed_is_said_not_hidden() -> None:
     res = Result()
-    _cold_rows(res, {"errors": ["first ask: exit 2"], "no_worker": [1.0]})
+    cold_rows(res, {"errors": ["first ask: exit 2"], "no_worker": [1.0]})
     by_case = {r.case: r for r in res.rows}
     assert by_case["ask, no worker"].status == "FAIL"  # measured, but something failed
     assert by_case["ask, worker started on first use"].figure == "error"
