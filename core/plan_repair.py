@@ -37,7 +37,8 @@ counted by ``eval plans``):
   gives it: a text task handed an image, audio or video (a text
   classification of ``example.jpg``), or a media input with no file or
   task of its kind (an image edit with no image, an audio clean-up after a
-  caption): the one offered task that turns what there is into that kind
+  caption; only when the conversation has no file of that kind and the
+  input names no file): the one offered task that turns what there is into that kind
   (:data:`CONVERTERS`: image-to-text, automatic-speech-recognition,
   text-to-image, text-to-speech …) is put before it, fed by the file, the
   task's own text, the nearest earlier task making text, else the message.
@@ -503,9 +504,10 @@ def _source(
     if ref is not None and ref < len(done):
         made = TASKS[done[ref].task].output
         return (TEXT, value, f"the {TEXT} of task {ref}") if made == TEXT else None
-    if value and handles.get(value) is not None:
-        return None  # a file of the conversation (of the wrong kind: the check says so)
-    if value and any(TASKS[done[d].task].output == key for d in dep if d < len(done)):
+    if value or key in handles.values():
+        # a file name (the conversation's, of the wrong kind, or one it lacks: the
+        # check says so and the model is asked again), or files of this kind to
+        # choose from: nothing is made in their place
         return None
     texts = [d for d in dep if d < len(done) and TASKS[done[d].task].output == TEXT]
     own = args.get(TEXT, "").strip()

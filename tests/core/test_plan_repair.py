@@ -449,3 +449,13 @@ def test_request_and_bridged_are_told() -> None:
         PlanNote(PlanChange.REQUEST, 0, "<resource>-0", "", "text"),
         PlanNote(PlanChange.BRIDGED, 1, "example.jpg", "image-to-text", "text"),
     )
+
+
+def test_nothing_is_made_in_place_of_a_file_name_or_when_there_are_files_to_choose_from() -> None:
+    two = {"a.png": "image", "b.png": "image"}
+    for handles, image in ((two, "/etc/passwd"), (two, "<resource>-3"), ({}, "question.png")):
+        plan, repairs = repaired(
+            t("image-classification", 0, image=image), handles=handles, request=ASK
+        )
+        assert [p.task for p in plan] == ["image-classification"], (handles, image)
+        assert "bridged" not in [k for k, _, _ in repairs]
