@@ -28,7 +28,7 @@ from typing import TextIO
 
 from adapters import cli_json
 from adapters.chat import Limits, Renderer, run_turn
-from adapters.chat.messages import ChatCode
+from adapters.chat.messages import ChatCode, error_text
 from adapters.chat.render import ERROR_ICON
 from core.errors import ErrorCode, InputRejected
 from core.types import (
@@ -186,9 +186,9 @@ async def ask(
         attachments = tuple(read_attachment(f, max_bytes) for f in files)
     except InputRejected as e:
         if as_json:
-            cli_json.write(cli_json.outcome_json(cli_json.ERROR, str(e)), out)
+            cli_json.write(cli_json.outcome_json(cli_json.ERROR, error_text(e)), out)
         else:
-            print(f"error: {e}", file=err)
+            print(f"error: {error_text(e)}", file=err)
         return 2
     # The person at the terminal runs the bot: the operator, exempt from quotas.
     request = Request(
@@ -366,7 +366,7 @@ class Chat:
                 self.pending.append(self.read_file(arg, self.max_bytes))
                 print(f"attached {self.pending[-1].name}", file=self.err)
             except InputRejected as e:
-                print(f"error: {e}", file=self.err)
+                print(f"error: {error_text(e)}", file=self.err)
         elif name == "/file":
             print("usage: /file PATH", file=self.err)
         else:

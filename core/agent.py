@@ -28,7 +28,7 @@ from core import admin, previews, telemetry
 from core.catalog import Catalog
 from core.clock import SYSTEM_CLOCK, Clock
 from core.config import AgentConfig
-from core.errors import ErrorCode, wording
+from core.errors import ErrorCode, InputRejected
 from core.execution import Executor
 from core.jobs import Outcome, TurnQueue
 from core.llm import LLM
@@ -145,10 +145,9 @@ class Agent:
             if job is None and self._closing:
                 turn = Turn(request)
                 log.info("request %s refused: shutting down", request.request_id)
-                refused = wording(ErrorCode.SHUTTING_DOWN)
-                reply = await persist(
-                    self, turn, reply_of(turn, refused, status=ReplyStatus.REFUSED)
-                )
+                refused = InputRejected(ErrorCode.SHUTTING_DOWN)
+                reply = reply_of(turn, str(refused), status=ReplyStatus.REFUSED)
+                reply = await persist(self, turn, reply.with_error(refused))
             else:
                 reply = await self._turn(request, emit, job)
             scope.finish(reply)

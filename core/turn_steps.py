@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from core import telemetry
 from core.checkpoint import CheckpointWriter
-from core.errors import ErrorCode, InputRejected, RunFailed, StoreUnavailable, wording
+from core.errors import ErrorCode, InputRejected, RunFailed, StoreUnavailable
 from core.execution import Assignment, TaskOutcome
 from core.planning import PlannedTask
 from core.request_checks import charge, check_request, turn_settings
@@ -267,13 +267,14 @@ async def complete_turn(deps: Deps, request: Request, emit: EventSink, job: Job 
         reply = await _checked(deps, turn, emit, job)
     except InputRejected as e:
         log.warning("request %s refused: %s", request.request_id, e)
-        reply = reply_of(turn, str(e), status=ReplyStatus.REFUSED)
+        reply = reply_of(turn, str(e), status=ReplyStatus.REFUSED).with_error(e)
     except RunFailed as e:
         log.warning("request %s failed: %s", request.request_id, e)
-        reply = reply_of(turn, str(e), status=ReplyStatus.FAILED)
+        reply = reply_of(turn, str(e), status=ReplyStatus.FAILED).with_error(e)
     except StoreUnavailable as e:
         log.error("request %s: store unavailable: %s", request.request_id, e)
-        reply = reply_of(turn, wording(ErrorCode.STORE_DOWN), status=ReplyStatus.FAILED)
+        down = RunFailed(ErrorCode.STORE_DOWN)
+        reply = reply_of(turn, str(down), status=ReplyStatus.FAILED).with_error(down)
     except Exception:
         log.exception("request %s crashed", request.request_id)
         reply = reply_of(

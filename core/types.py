@@ -10,17 +10,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 # Time, for adapters too (their status pacing): one Clock protocol, one real clock.
 from core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from core.clock import Clock as Clock
+from core.errors import ErrorCode, ErrorFields, InputRejected, RunFailed
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +345,10 @@ class Reply:
     request_id: str = ""
     status: ReplyStatus = ReplyStatus.ANSWERED
     plan_notes: tuple[PlanNote, ...] = ()  # repairs of the plan that changed its meaning
+    # Refused or failed: the error's code (a core.errors.ErrorCode value) and
+    # fields, for an adapter to word it again (empty in replies saved before).
+    error_code: str = ""
+    error_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def error(self) -> bool:
@@ -353,6 +358,25 @@ class Reply:
     @property
     def fallback(self) -> bool:
         return self.status is ReplyStatus.FALLBACK
+
+    def with_error(self, err: InputRejected | RunFailed) -> Reply:
+        """This reply saying ``err``: its words as the text, its code and fields kept."""
+        return replace(self, text=str(err), error_code=str(err.code), error_fields=dict(err.fields))
+
+    @property
+    def failure(self) -> InputRejected | RunFailed | None:
+        """The error this refused or failed reply says, rebuilt from its code
+        and fields; None when it has none, or when its text says more than
+        the error's words (a note added after them: the text is shown)."""
+        if not self.error or not self.error_code:
+            return None
+        try:
+            code = ErrorCode(self.error_code)
+        except ValueError:  # a code this version does not know
+            return None
+        kind = InputRejected if self.status is ReplyStatus.REFUSED else RunFailed
+        err = kind(code, **cast(ErrorFields, self.error_fields))
+        return err if str(err) == self.text else None
 
 
 @dataclass(frozen=True, slots=True)

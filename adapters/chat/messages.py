@@ -23,6 +23,8 @@ from core.errors import Code, ErrorFields, InputRejected, RunFailed
 RESTARTING = (
     "I'm restarting right now; I'll finish this as soon as I'm back (no need to send it again)"
 )
+# The same, as a status shown after the bot's name (Slack's assistant status).
+RESTARTING_STATUS = "is restarting; it will finish this after (no need to send it again)"
 SORRY = "Sorry, something went wrong on my side (request {rid}). The details are in the log."
 CANNOT_TAKE = "I can't take requests right now; please try again in a minute."
 

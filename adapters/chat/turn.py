@@ -121,7 +121,7 @@ class _Turn:
             built = request if isinstance(request, Request) else await request()
         except InputRejected as exc:
             log.info("request %s: input refused: %s", self.rid, exc)
-            await self.status.close(self.renderer.failed(str(exc), (), self.limit))
+            await self.status.close(self.renderer.failed(exc, (), self.limit))
             return None
         except (asyncio.CancelledError, LeaseLost):
             self.status.cancel()
@@ -160,7 +160,8 @@ class _Turn:
     async def _finish(self, reply: Reply) -> None:
         if reply.error:
             log.info("request %s: %s: %s", self.rid, reply.status, reply.text)
-            await self.status.close(self.renderer.failed(reply.text, reply.tasks, self.limit))
+            reason = reply.failure or reply.text  # the error itself, when the reply has it
+            await self.status.close(self.renderer.failed(reason, reply.tasks, self.limit))
             return
         text = reply.text
         if self.native is not None and self.streamed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from discord import app_commands
 
 from adapters.chat import reports
+from adapters.chat.messages import error_text
 from adapters.chat.render import ERROR_ICON
 from adapters.discord.interactions import Inter, asked_by_admin, conversation_of, refuse, tell
 from adapters.discord.surface import MARKUP
@@ -58,7 +59,7 @@ async def usage(
             since=since,
         )
     except InputRejected as exc:
-        await tell(interaction, f"{ERROR_ICON} {exc}")
+        await tell(interaction, f"{ERROR_ICON} {error_text(exc)}")
         return
     await tell(interaction, reports.usage(report, MARKUP))
 
@@ -117,7 +118,7 @@ async def _configure(interaction: Inter, key: str, value: str | None) -> None:
             is_admin=admin,
         )
     except InputRejected as exc:
-        await tell(interaction, f"{ERROR_ICON} {exc}")
+        await tell(interaction, f"{ERROR_ICON} {error_text(exc)}")
         return
     changed = f"{key} (unset)" if value is None else key
     await tell(interaction, reports.settings(values, MARKUP, changed=changed))

@@ -43,6 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat import Limits
 from adapters.chat.board import Board
+from adapters.chat.messages import RESTARTING_STATUS
 from adapters.chat.render import (
     ERROR_ICON,
     OPENING,
@@ -139,7 +140,7 @@ def status_line(board: Board) -> str:
     """The assistant status for ``board`` (Slack shows it after the app's
     name: "HuggingGPT is running tasks (1/3 finished)…"); empty when done."""
     if board.restarting:
-        return "is restarting; it will finish this after (no need to send it again)…"
+        return f"{RESTARTING_STATUS}…"
     if board.stage is Stage.DONE:
         return ""
     if board.stage is None:

@@ -28,6 +28,7 @@ from enum import StrEnum
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.chat.messages import error_text
 from adapters.chat.render import ERROR_ICON
 from adapters.chat.reports import settings as settings_text
 from adapters.chat.reports import usage as usage_text
@@ -142,7 +143,7 @@ async def answer(
             return settings_text(values, MARKUP, changed=command.key)
     except InputRejected as e:
         log.info("slack: %r from %s refused: %s", text, incoming.user, e)
-        return f"{ERROR_ICON} {MARKUP.escape(str(e))}"
+        return f"{ERROR_ICON} {MARKUP.escape(error_text(e))}"
     return HELP
 
 

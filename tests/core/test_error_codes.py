@@ -15,7 +15,7 @@ from core.errors import ErrorCode, InputRejected, RunFailed
 from core.llm import LLM
 from core.ratelimit import QuotaExceeded
 from core.server_settings import ServerKey, ServerSettings, SettingError
-from core.types import Usage
+from core.types import REPLY_ADAPTER, Reply, ReplyStatus, Usage
 from tests.fakes.loopback import free_port
 
 ROOT = Path(__file__).parents[2]
@@ -201,3 +201,36 @@ async def test_a_language_model_failure_carries_where_the_server_is() -> None:
         "hostname": "127.0.0.1",
         "reach": "local",
     }
+
+
+def test_a_refused_reply_keeps_its_error_as_data_through_json() -> None:
+    err = QuotaExceeded(ErrorCode.QUOTA_TOKENS, place="server", limit=100, seconds=90)
+    reply = Reply("", status=ReplyStatus.REFUSED).with_error(err)
+    assert (reply.text, reply.error_code, reply.error_fields) == (
+        str(err),
+        "quota_tokens",
+        {"place": "server", "limit": 100, "seconds": 90},
+    )
+    again = REPLY_ADAPTER.validate_json(REPLY_ADAPTER.dump_json(reply))
+    assert again == reply
+    failure = again.failure
+    assert isinstance(failure, InputRejected)
+    assert (failure.code, failure.fields, str(failure)) == (err.code, err.fields, str(err))
+
+
+def test_a_failed_reply_rebuilds_a_run_failure_and_tuples_come_back_as_lists() -> None:
+    err = RunFailed(ErrorCode.UNKNOWN_TASK, value="x", choices=("a", "b"))
+    reply = REPLY_ADAPTER.validate_python(
+        REPLY_ADAPTER.dump_python(Reply("", status=ReplyStatus.FAILED).with_error(err), mode="json")
+    )
+    assert isinstance(reply.failure, RunFailed)
+    assert str(reply.failure) == str(err) == reply.text
+
+
+def test_replies_without_an_error_code_read_as_before() -> None:
+    old = REPLY_ADAPTER.validate_json(b'{"text": "Over the quota.", "status": "refused"}')
+    assert (old.error_code, old.error_fields, old.failure) == ("", {}, None)
+    answered = Reply("hello").with_error(RunFailed(ErrorCode.STORE_DOWN))
+    assert answered.failure is None  # not refused or failed: no error to show
+    unknown = Reply("x", status=ReplyStatus.FAILED, error_code="from_a_newer_version")
+    assert unknown.failure is None

@@ -7,13 +7,33 @@ is shown, and the status message's failure line uses it."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import cast
 
 import pytest
 
-from adapters.chat.messages import ChatCode, error_text
+from adapters.chat import Limits, Renderer, run_turn
+from adapters.chat.board import Board
+from adapters.chat.messages import RESTARTING_STATUS, ChatCode, error_text
 from adapters.cli import RENDERER as TERMINAL
 from adapters.discord.surface import MESSAGE_LIMIT, RENDERER
+from adapters.slack import commands
+from adapters.slack.assistant import status_line
+from adapters.slack.jobs import Incoming
 from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, wording
+from core.server_settings import SettingError
+from core.types import (
+    AgentAPI,
+    ConversationKey,
+    Event,
+    Reply,
+    ReplyStatus,
+    Request,
+    Resource,
+    TaskRecord,
+    TaskState,
+)
 
 MB = 1 << 20
 LLM = "The language model at llm.test"
@@ -391,3 +411,144 @@ def test_an_error_survives_pickling_with_its_data() -> None:
         {"file": "a.txt"},
         "a.txt is empty",
     )
+
+
+# ------------------------------------------------ the adapters pass the error itself
+
+
+class _Surface:
+    """Records the status message's texts."""
+
+    limits = Limits(message_chars=2000, upload_bytes=1 << 20)
+
+    def __init__(self) -> None:
+        self.status: list[str] = []
+        self.answers: list[str] = []
+
+    async def post_status(self, text: str) -> None:
+        self.status.append(text)
+
+    async def edit_status(self, text: str) -> None:
+        self.status.append(text)
+
+    async def post_answer(self, text: str, files: Sequence[Resource]) -> None:
+        self.answers.append(text)
+
+    async def tell_privately(self, text: str) -> None:
+        self.answers.append(text)
+
+
+SEEN: list[str | InputRejected | RunFailed] = []
+
+
+class _ByCode(Renderer):
+    """A renderer that words errors from their data (as another language or
+    a platform's own blocks would), and records what it was given."""
+
+    def failed(
+        self,
+        reason: str | InputRejected | RunFailed,
+        tasks: Sequence[TaskState | TaskRecord],
+        limit: int,
+    ) -> str:
+        SEEN.append(reason)
+        if isinstance(reason, str):
+            return f"text: {reason}"
+        return f"code: {reason.code} {sorted(reason.fields.items())}"
+
+
+class _Run:
+    """A run with no events that ends with ``reply``."""
+
+    def __init__(self, request_id: str, reply: Reply) -> None:
+        self.request_id = request_id
+        self.reply = reply
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        events: tuple[Event, ...] = ()
+        for event in events:
+            yield event
+
+
+class _Agent:
+    """An agent whose every run ends with ``reply`` at once."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    @asynccontextmanager
+    async def run(self, request: Request, *, job: object = None) -> AsyncIterator[_Run]:
+        yield _Run(request.request_id, self.reply)
+
+
+def _request() -> Request:
+    return Request(ConversationKey("cli", "local", "t", None), "me", "hi")
+
+
+@pytest.fixture(autouse=True)
+def _clear_seen() -> None:
+    SEEN.clear()
+
+
+async def test_a_refused_input_reaches_the_renderer_as_the_error_itself() -> None:
+    refused = InputRejected(ChatCode.FILE_MISSING, file="nope.png")
+
+    async def build() -> Request:
+        raise refused
+
+    surface = _Surface()
+    agent = cast(AgentAPI, _Agent(Reply("unused")))
+    assert await run_turn(agent, surface, _ByCode(), build, request_id="r1") is None
+    assert [refused] == SEEN
+    assert surface.status[-1] == "code: file_missing [('file', 'nope.png')]"
+
+
+async def test_a_refused_reply_is_worded_again_from_its_code_and_fields() -> None:
+    err = InputRejected(ErrorCode.QUOTA_REQUESTS, limit=2, period="minute", seconds=40)
+    reply = Reply("", status=ReplyStatus.REFUSED).with_error(err)
+    surface = _Surface()
+    await run_turn(cast(AgentAPI, _Agent(reply)), surface, _ByCode(), _request())
+    (seen,) = SEEN
+    assert isinstance(seen, InputRejected)
+    assert (seen.code, seen.fields) == (err.code, err.fields)
+    assert surface.status[-1] == (
+        "code: quota_requests [('limit', 2), ('period', 'minute'), ('seconds', 40)]"
+    )
+    # the platforms' own renderers say the same words as before
+    assert RENDERER.failed(seen, (), MESSAGE_LIMIT) == f"❌ {reply.text}"
+
+
+async def test_a_reply_with_text_only_is_shown_as_its_text() -> None:
+    """A reply saved before replies kept their error, or one whose text says
+    more than the error (a note after it), shows its text."""
+    err = RunFailed(ErrorCode.STORE_DOWN)
+    noted = Reply("", status=ReplyStatus.FAILED).with_error(err)
+    noted = Reply(
+        f"{noted.text}\n\n(Note: …)",
+        status=noted.status,
+        error_code=noted.error_code,
+        error_fields=noted.error_fields,
+    )
+    for reply in (Reply("It broke.", status=ReplyStatus.FAILED), noted):
+        SEEN.clear()
+        await run_turn(cast(AgentAPI, _Agent(reply)), _Surface(), _ByCode(), _request())
+        assert [reply.text] == SEEN
+
+
+async def test_a_slack_command_refused_is_worded_from_the_error() -> None:
+    class Refusing:
+        async def configure(self, *args: object, **kwargs: object) -> None:
+            raise SettingError(ErrorCode.SETTING_NOT_PINNED, task="text-to-image")
+
+    incoming = Incoming("T1", "C1", "U1", "config unset pinned_model.text-to-image", "1.0", None)
+    command = commands.Command(commands.Action.UNSET, key="pinned_model.text-to-image")
+    said = await commands.answer(
+        incoming.text, command, cast(AgentAPI, Refusing()), incoming, admin=True
+    )
+    assert said == "❌ no model is pinned for text-to-image"
+
+
+def test_the_slack_assistant_status_while_restarting_is_the_messages_one() -> None:
+    board = Board()
+    board.restarting = True
+    assert status_line(board) == f"{RESTARTING_STATUS}…"
