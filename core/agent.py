@@ -30,7 +30,7 @@ from core.clock import SYSTEM_CLOCK, Clock
 from core.config import AgentConfig
 from core.errors import ErrorCode, InputRejected
 from core.execution import Executor
-from core.jobs import Outcome, TurnQueue
+from core.jobs import JobQueue, Outcome
 from core.llm import LLM
 from core.media_files import fit_image, sniff_mime
 from core.ratelimit import QuotaLimiter
@@ -39,7 +39,7 @@ from core.result_cache import ResultCache
 from core.routing import ExpertRouter
 from core.run import AgentRun, InFlight, run_to_end
 from core.server_settings import ServerSettingsService
-from core.store.jobs import Accepted, JobStore
+from core.store.jobs import AcceptedRow, JobStore
 from core.store.media import MediaStore
 from core.store.quotas import QuotaStore
 from core.store.repo import Repo
@@ -110,7 +110,7 @@ class Agent:
         self._inflight = InFlight()
         # Accepted requests, as durable jobs: ordered per conversation across
         # processes, at most max_inflight_requests at once here, resumed after a crash.
-        self.jobs = TurnQueue(
+        self.jobs = JobQueue(
             JobStore(repo),
             max_inflight=self.config.max_inflight_requests,
             max_upload_bytes=self.config.max_inflight_upload_bytes,
@@ -166,7 +166,7 @@ class Agent:
         request_id: str,
         dedup: str | None = None,
         upload_bytes: int = 0,
-    ) -> Accepted:
+    ) -> AcceptedRow:
         return await self.jobs.accept(
             kind,
             conversation,

@@ -1,9 +1,9 @@
 """Durable turns: every accepted request is a job in the store until answered.
 
 An adapter *accepts* a request before it tells the platform it has it
-(:meth:`TurnQueue.accept`: one fast insert into ``turn_jobs``, the
+(:meth:`JobQueue.accept`: one fast insert into ``turn_jobs``, the
 platform's event id as the job's unique ``dedup_key``), then asks the queue
-to *process* it (:meth:`TurnQueue.process`), which returns once the job is
+to *process* it (:meth:`JobQueue.process`), which returns once the job is
 answered (here or by another process).  What "running a job" means is the
 adapter's: it registers a :class:`JobRunner` per ``kind`` that rebuilds the
 request from the job's opaque JSON payload and posts the answer; the core
@@ -32,7 +32,7 @@ bigger than the whole budget runs alone.  The rest wait in the table (the
 queue) in id order, and their runners are told how many requests are ahead
 of them.
 
-On shutdown (:meth:`TurnQueue.begin_shutdown`, :meth:`drain`,
+On shutdown (:meth:`JobQueue.begin_shutdown`, :meth:`drain`,
 :meth:`interrupt`): no new job starts, queued ones are released at once
 with a notice, running ones get the grace period; those still running after
 it are cancelled, their person is told the bot is restarting and will
@@ -55,7 +55,7 @@ from typing import Any
 from core.clock import SYSTEM_CLOCK, Clock, utc
 from core.errors import ErrorCode, LeaseLost, StoreRejected, StoreUnavailable, wording
 from core.lease_holder import gone, owner_name
-from core.store.jobs import QUEUED, RUNNING, Accepted, JobRow, JobStore, Slot
+from core.store.jobs import QUEUED, RUNNING, AcceptedRow, JobRow, JobStore, Slot
 from core.store.repo import fit_key
 from core.telemetry import metrics
 from core.types import ConversationKey, JobOutcome, JobRunner, Notice, QueuePosition, Restarting
@@ -63,17 +63,18 @@ from core.types import ConversationKey, JobOutcome, JobRunner, Notice, QueuePosi
 log = logging.getLogger(__name__)
 
 Outcome = JobOutcome  # "done" | "elsewhere" | "deferred"
-__all__ = ["JobRunner", "Outcome", "TurnJob", "TurnQueue"]
+__all__ = ["JobQueue", "JobRunner", "LeasedJob", "Outcome"]
 
 FINISH_TRIES = 3
 HOLD = 30.0  # seconds an accepted job waits for its adapter's process() call
 
 
-class TurnJob:
-    """A job as its runner sees it: the adapter's payload, where its status
-    message is, and (for the agent) the checkpoint."""
+class LeasedJob:
+    """A job this process holds (its lease), as its runner sees it (a
+    :class:`core.types.Job`): the adapter's payload, where its status message
+    is, and (for the agent) the checkpoint."""
 
-    def __init__(self, row: JobRow, queue: TurnQueue) -> None:
+    def __init__(self, row: JobRow, queue: JobQueue) -> None:
         self._row = row
         self._queue = queue
         self.status_ref: dict[str, Any] | None = row.status_ref
@@ -164,8 +165,8 @@ def conversation_name(key: ConversationKey) -> str:
     return f"{key.platform}\x1f{key.scope}\x1f{key.channel}\x1f{key.thread or ''}"
 
 
-class TurnQueue:
-    """Accepts, orders, runs and resumes jobs for one process."""
+class JobQueue:
+    """The queue of durable jobs: accepts, orders, runs and resumes them for one process."""
 
     def __init__(
         self,
@@ -195,7 +196,7 @@ class TurnQueue:
         self._runners: dict[str, JobRunner] = {}
         self._running: dict[int, asyncio.Task[None]] = {}
         self._upload_bytes: dict[int, int] = {}  # of the running jobs that carry files
-        self._jobs: dict[int, TurnJob] = {}
+        self._jobs: dict[int, LeasedJob] = {}
         self._waiters: dict[int, asyncio.Future[Outcome]] = {}
         self._shown: dict[int, tuple[int, bool]] = {}
         self._notices: dict[int, asyncio.Task[None]] = {}
@@ -239,7 +240,7 @@ class TurnQueue:
         request_id: str,
         dedup: str | None = None,
         upload_bytes: int = 0,
-    ) -> Accepted:
+    ) -> AcceptedRow:
         """Record a request (a fast insert); call before acknowledging it.
         A known ``dedup`` key returns its existing job (``fresh=False``).
         ``upload_bytes``: the sizes its platform declared for its files."""
@@ -478,7 +479,7 @@ class TurnQueue:
                 task.cancel()
 
     def _start(self, row: JobRow) -> None:
-        job = TurnJob(row, self)
+        job = LeasedJob(row, self)
         self._jobs[row.id] = job
         if row.upload_bytes:
             self._upload_bytes[row.id] = row.upload_bytes
@@ -488,7 +489,7 @@ class TurnQueue:
             self._run(job), name=f"turn-job-{row.id}"
         )
 
-    async def _run(self, job: TurnJob) -> None:
+    async def _run(self, job: LeasedJob) -> None:
         """Run one claimed job to its end (marked done, or handed on); it counts
         as running, for :meth:`drain`, until its row says so."""
         try:
@@ -508,7 +509,7 @@ class TurnQueue:
             self._check_idle()
             self._report_depth()
 
-    async def _run_job(self, job: TurnJob) -> tuple[Outcome, bool, str | None]:
+    async def _run_job(self, job: LeasedJob) -> tuple[Outcome, bool, str | None]:
         """(outcome, whether to mark it done, the error to record)."""
         error: str | None = None
         try:
@@ -537,7 +538,7 @@ class TurnQueue:
             error = f"runner failed: {type(exc).__name__}"
         return "done", True, error
 
-    async def _finish(self, job: TurnJob, error: str | None) -> None:
+    async def _finish(self, job: LeasedJob, error: str | None) -> None:
         for attempt in range(1, FINISH_TRIES + 1):
             try:
                 if not await self.store.finish(
@@ -618,7 +619,7 @@ class TurnQueue:
             ahead, busy = tell[row.id]
             notice = QueuePosition(ahead, conversation_busy=busy)
             self._notices[row.id] = asyncio.get_running_loop().create_task(
-                self._notify(runner, TurnJob(row, self), notice), name=f"turn-job-{row.id}-notice"
+                self._notify(runner, LeasedJob(row, self), notice), name=f"turn-job-{row.id}-notice"
             )
 
     def _places(
@@ -667,7 +668,7 @@ class TurnQueue:
             self.wake()
         return released
 
-    async def _notify(self, runner: JobRunner, job: TurnJob, notice: Notice) -> None:
+    async def _notify(self, runner: JobRunner, job: LeasedJob, notice: Notice) -> None:
         try:
             await runner.notify(job, notice)
         except Exception as exc:  # a notice is a courtesy: never worth more than a line
@@ -675,8 +676,8 @@ class TurnQueue:
         finally:
             self._notices.pop(job.id, None)
 
-    async def _notify_all(self, jobs: list[TurnJob], notice: Notice) -> None:
-        async def one(job: TurnJob) -> None:
+    async def _notify_all(self, jobs: list[LeasedJob], notice: Notice) -> None:
+        async def one(job: LeasedJob) -> None:
             runner = self._runners.get(job.kind)
             if runner is not None:
                 await self._notify(runner, job, notice)
@@ -687,7 +688,7 @@ class TurnQueue:
         """Stopping: tell the people behind queued jobs and release them."""
         rows = await self.store.get(job_ids)
         mine = [r for r in rows.values() if r.lease_owner == self.owner and r.state == QUEUED]
-        await self._notify_all([TurnJob(r, self) for r in mine], Restarting())
+        await self._notify_all([LeasedJob(r, self) for r in mine], Restarting())
         await self._release([r.id for r in mine])
         for job_id in job_ids:
             self._resolve(job_id, "deferred")

@@ -22,7 +22,7 @@ from core.errors import (
     StoreUnavailable,
     wording,
 )
-from core.jobs import TurnQueue
+from core.jobs import JobQueue
 from core.mediatypes import inspect_attachment
 from core.planning import PlannedTask
 from core.request_checks import charge, check_request, turn_settings
@@ -48,7 +48,7 @@ PREVIEW_KIND = "plan-preview"  # a /plan preview, kept as a job that never runs
 
 
 class PreviewDeps(Deps, Protocol):
-    jobs: TurnQueue
+    jobs: JobQueue
 
 
 class StoredPreview(BaseModel):

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import LeaseLost, StoreRejected
 from core.store.db import unique_violation
-from core.store.models import TurnJob, utcnow
+from core.store.models import StoredJob, utcnow
 from core.types import Resource
 
 if TYPE_CHECKING:
@@ -63,9 +63,10 @@ class JobRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Accepted:
-    """The job a request is recorded as; ``fresh`` is False when its dedup key
-    was known (a redelivery), and then ``job`` is the existing job as it is now."""
+class AcceptedRow:
+    """The job a request is recorded as (the store's :class:`core.types.Accepted`,
+    with the whole row); ``fresh`` is False when its dedup key was known (a
+    redelivery), and then ``job`` is the existing job as it is now."""
 
     job: JobRow
     fresh: bool
@@ -102,9 +103,9 @@ def _clean(value: dict[str, Any]) -> dict[str, Any]:
 
 # Core statements on the table (cheaper to build and run than ORM-enabled
 # ones: no identity map, no entity loading); ``_J`` is the table, ``_C`` its columns.
-_J: sa.Table = TurnJob.__table__  # type: ignore[assignment]
+_J: sa.Table = StoredJob.__table__  # type: ignore[assignment]
 _C = _J.c
-_CONVERSATION_CHARS: int = TurnJob.conversation.type.length  # type: ignore[attr-defined]
+_CONVERSATION_CHARS: int = StoredJob.conversation.type.length  # type: ignore[attr-defined]
 
 # The claim's values, bound at execution (its statement is built once per shape).
 _OWNER = sa.bindparam("owner", type_=_C.lease_owner.type)
@@ -276,7 +277,7 @@ class JobStore:
         now: datetime,
         lease: float,
         upload_bytes: int = 0,
-    ) -> Accepted:
+    ) -> AcceptedRow:
         """Record a request (queued, reserved by ``owner``), or find the job
         its ``dedup_key`` already has.  ``upload_bytes``: its files' declared
         sizes (admission weighs the job by them; see :meth:`claim`)."""
@@ -300,7 +301,7 @@ class JobStore:
         now: datetime,
         lease: float,
         upload_bytes: int,
-    ) -> Accepted:
+    ) -> AcceptedRow:
         conversation = _conversation(conversation)
         async with self._session("record the request", write=True) as s:
             if self.dialect == "postgresql":
@@ -310,7 +311,7 @@ class JobStore:
             if dedup_key is not None:
                 existing = (await s.execute(sa.select(_J).where(_C.dedup_key == dedup_key))).first()
                 if existing is not None:
-                    return Accepted(_row(existing), fresh=False)
+                    return AcceptedRow(_row(existing), fresh=False)
             row = (
                 await s.execute(
                     sa.insert(_J)
@@ -331,7 +332,7 @@ class JobStore:
                     .returning(*_C)
                 )
             ).one()
-            return Accepted(_row(row), fresh=True)
+            return AcceptedRow(_row(row), fresh=True)
 
     async def remember(
         self,

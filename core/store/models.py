@@ -190,8 +190,9 @@ class QuotaCounter(Base):
     tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
 
 
-class TurnJob(Base):
-    """A request the bot accepted, until it has been answered (see :mod:`core.jobs`).
+class StoredJob(Base):
+    """A request the bot accepted, until it has been answered: a job's row in
+    ``turn_jobs`` (see :mod:`core.jobs`).
 
     ``payload`` is the adapter's opaque JSON (what it needs to rebuild the
     request and reply); ``checkpoint`` is the core's (stored uploads, the plan,

@@ -9,7 +9,7 @@ import json
 import sqlalchemy as sa
 
 from adapters.cli import Terminal, TerminalSurface
-from core.store.models import TurnJob
+from core.store.models import StoredJob
 from core.types import Attachment, ConversationKey, Request
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.samples import sample_png
@@ -27,5 +27,5 @@ async def test_a_terminal_request_is_weighed_by_its_files(agent_env: AgentEnv) -
     said = Request(KEY, "me", "thanks", is_admin=True)
     assert await terminal.answer(said, TerminalSurface(None, io.StringIO())) is not None
     async with agent_env.agent.repo.db.sessions() as s:
-        rows = await s.scalars(sa.select(TurnJob.upload_bytes).order_by(TurnJob.id))
+        rows = await s.scalars(sa.select(StoredJob.upload_bytes).order_by(StoredJob.id))
         assert list(rows.all()) == [len(sample_png()), 0]

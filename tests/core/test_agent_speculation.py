@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.jobs import TurnJob
+from core.jobs import LeasedJob
 from core.selection import FINISHED_FIRST, MOST_DOWNLOADED
 from core.store.models import ResourceRow
 from core.types import ConversationKey, Request, TaskStatus
@@ -194,7 +194,7 @@ async def run_job(agent_env: AgentEnv, runner: RecordingRunner) -> list[dict[str
     """Process one job; the checkpoint as stored once answered, before it was marked done."""
     saved: list[dict[str, Any]] = []
 
-    async def read_checkpoint(job: TurnJob) -> None:
+    async def read_checkpoint(job: LeasedJob) -> None:
         saved.append((await agent_env.agent.jobs.store.get([job.id]))[job.id].checkpoint or {})
 
     runner.before_post = read_checkpoint

@@ -53,7 +53,7 @@ async def messages(env: AgentEnv) -> list[str]:
 
 def recording(env: AgentEnv) -> RecordingRunner:
     runner = RecordingRunner(env.agent)
-    env.agent.register_runner(KIND, runner)  # type: ignore[arg-type]  # runs a TurnJob
+    env.agent.register_runner(KIND, runner)  # type: ignore[arg-type]  # runs a LeasedJob
     return runner
 
 
@@ -286,7 +286,7 @@ async def test_a_failed_write_leaves_the_waiting_callers_to_write(agent_env: Age
         await settle()
         gated.gates[0].set()
         with pytest.raises(StoreUnavailable):
-            await first  # this test's fake fails where TurnJob would log and go on
+            await first  # this test's fake fails where LeasedJob would log and go on
         await gated.writes_begun(2)
         gated.gates[1].set()
         await others[0]

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.jobs import TurnJob
+from core.jobs import LeasedJob
 from core.store.jobs import DONE, QUEUED
 from core.store.models import Message, ResourceRow
 from core.types import ConversationKey, QueuePosition, Restarting
@@ -167,7 +167,7 @@ async def test_an_answer_saved_before_the_kill_is_posted_not_made_again(
     llm_fake.reply("plan", plan(step(0, "text-to-image", text="a fox")))
     llm_fake.reply("answer", "Your fox: image.png")
 
-    async def stuck(job: TurnJob) -> None:
+    async def stuck(job: LeasedJob) -> None:
         await asyncio.Event().wait()  # dies while posting
 
     async with agent_on(tmp_path, llm_fake, hf_fake, shared_db_url) as (a, runner_a):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.jobs import TurnQueue
+from core.jobs import JobQueue
 from core.store import Repo
 from core.store.jobs import JobStore
 from tests.core.test_jobs_upload_budget import KIND, GatedRunner, Harness
@@ -32,7 +32,7 @@ class CountingStore(JobStore):
 async def harness(repo: Repo) -> AsyncIterator[tuple[Harness, CountingStore]]:
     store = CountingStore(repo)
     # a poll long enough that no survey happens during the test but the first
-    queue = TurnQueue(store, max_inflight=8, poll=3600)
+    queue = JobQueue(store, max_inflight=8, poll=3600)
     runner = GatedRunner()
     queue.register(KIND, runner)
     h = Harness(queue, runner)

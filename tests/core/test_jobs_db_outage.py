@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from core.jobs import TurnJob
+from core.jobs import LeasedJob
 from core.store.jobs import DONE
 from core.types import ConversationKey
 from tests.core.test_jobs import agent_on, job_row
@@ -47,7 +47,7 @@ async def test_an_answer_given_during_an_outage_is_marked_done_when_the_database
                 via = real.set(port=proxy.port).render_as_string(hide_password=False)
                 async with agent_on(tmp_path, llm_fake, hf_fake, via) as (env, runner):
 
-                    async def outage(job: TurnJob) -> None:
+                    async def outage(job: LeasedJob) -> None:
                         await proxy.cut()  # the turn is saved; the database goes away
 
                     runner.before_post = outage

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from core import lease_holder
-from core.jobs import TurnQueue
+from core.jobs import JobQueue
 from core.lease_holder import gone, holder, owner_name
 from core.store import Database, MediaStore, Repo
 from core.store.jobs import DONE, RUNNING, JobStore
@@ -38,7 +38,7 @@ KEY = ConversationKey("cli", "local", "crash", None)
 CHILD = """
 import asyncio, sys
 from pathlib import Path
-from core.jobs import TurnQueue
+from core.jobs import JobQueue
 from core.store import Database, MediaStore, Repo
 from core.store.jobs import JobStore
 from core.types import ConversationKey, new_request_id
@@ -51,7 +51,7 @@ class Hang:
     async def give_up(self, job, reason): pass
 
 async def main(url, media):
-    queue = TurnQueue(JobStore(Repo(Database(url), MediaStore(Path(media)))), poll=0.05)
+    queue = JobQueue(JobStore(Repo(Database(url), MediaStore(Path(media)))), poll=0.05)
     queue.register("held", Hang())
     key = ConversationKey("cli", "local", "crash", None)
     accepted = await queue.accept("held", key, {}, request_id=new_request_id())
@@ -165,7 +165,7 @@ async def test_a_restarted_process_takes_a_killed_ones_job_at_once(
             await child.proc.wait()
         assert gone(owner)
         clock = still_clock(expires - timedelta(seconds=30))  # half way through its lease
-        queue = TurnQueue(store, poll=0.05, clock=clock)
+        queue = JobQueue(store, poll=0.05, clock=clock)
         runner = Recorder()
         queue.register(KIND, runner)  # its first round finds the job
         try:
@@ -185,7 +185,7 @@ async def test_a_request_waiting_behind_a_killed_process_goes_on_at_once(
     ):
         _, expires = await held_row(store, child.job)
         clock = still_clock(expires - timedelta(seconds=30))
-        queue = TurnQueue(store, poll=0.05, clock=clock)
+        queue = JobQueue(store, poll=0.05, clock=clock)
         runner = Recorder()
         queue.register(KIND, runner)
         try:

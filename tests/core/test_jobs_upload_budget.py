@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from core.jobs import TurnQueue
+from core.jobs import JobQueue
 from core.store import Repo
 from core.store.jobs import JobStore
 from core.types import ConversationKey, Job, Notice, QueuePosition, new_request_id
@@ -69,7 +69,7 @@ class GatedRunner:
 
 
 class Harness:
-    def __init__(self, queue: TurnQueue, runner: GatedRunner) -> None:
+    def __init__(self, queue: JobQueue, runner: GatedRunner) -> None:
         self.queue = queue
         self.runner = runner
         self.outcomes: dict[int, asyncio.Task[str]] = {}
@@ -97,7 +97,7 @@ class Harness:
 
 @pytest.fixture
 async def harness(repo: Repo) -> AsyncIterator[Harness]:
-    queue = TurnQueue(JobStore(repo), max_inflight=8, max_upload_bytes=BUDGET, poll=0.05)
+    queue = JobQueue(JobStore(repo), max_inflight=8, max_upload_bytes=BUDGET, poll=0.05)
     runner = GatedRunner()
     queue.register(KIND, runner)
     h = Harness(queue, runner)
@@ -205,7 +205,7 @@ async def test_one_conversation_still_runs_in_order(harness: Harness) -> None:
 
 
 async def test_without_a_budget_only_the_count_bounds(repo: Repo) -> None:
-    queue = TurnQueue(JobStore(repo), max_inflight=2, max_upload_bytes=0, poll=0.05)
+    queue = JobQueue(JobStore(repo), max_inflight=2, max_upload_bytes=0, poll=0.05)
     runner = GatedRunner()
     queue.register(KIND, runner)
     h = Harness(queue, runner)

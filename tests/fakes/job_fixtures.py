@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from core.jobs import TurnJob
+from core.jobs import LeasedJob
 from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
 from tests.fakes import clock
 from tests.fakes.db_fixtures import PG_URL, sqlite_url
@@ -94,10 +94,10 @@ class RecordingRunner:
     running: int = 0
     max_running: int = 0
     # awaited after the agent answered, before "posting" (a test may block here)
-    before_post: Callable[[TurnJob], Awaitable[None]] | None = None
+    before_post: Callable[[LeasedJob], Awaitable[None]] | None = None
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
-    async def run(self, job: TurnJob) -> None:
+    async def run(self, job: LeasedJob) -> None:
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         try:
@@ -113,10 +113,10 @@ class RecordingRunner:
         finally:
             self.running -= 1
 
-    async def notify(self, job: TurnJob, notice: Notice) -> None:
+    async def notify(self, job: LeasedJob, notice: Notice) -> None:
         await self._record(self.notices, (job.id, notice))
 
-    async def give_up(self, job: TurnJob, reason: str) -> None:
+    async def give_up(self, job: LeasedJob, reason: str) -> None:
         await self._record(self.gave_up, (job.id, reason))
 
     async def _record(self, where: list[Any], item: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from core.store.models import TurnJob
+from core.store.models import StoredJob
 from tests.adapters.discord.conftest import Harness
 from tests.adapters.discord.helpers import plan, step
 from tests.fakes.discord_fake import BOT_ID
@@ -14,7 +14,9 @@ from tests.fakes.samples import sample_png
 
 async def weights(h: Harness) -> list[int]:
     async with h.env.agent.repo.db.sessions() as s:
-        return list((await s.scalars(sa.select(TurnJob.upload_bytes).order_by(TurnJob.id))).all())
+        return list(
+            (await s.scalars(sa.select(StoredJob.upload_bytes).order_by(StoredJob.id))).all()
+        )
 
 
 async def test_ask_and_mention_jobs_are_weighed_by_the_declared_sizes(harness: Harness) -> None:

@@ -9,7 +9,7 @@ import json
 import sqlalchemy as sa
 
 from core.store.jobs import DONE
-from core.store.models import TurnJob
+from core.store.models import StoredJob
 from tests.adapters.slack.conftest import SlackBot
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.samples import sample_png
@@ -18,7 +18,7 @@ from tests.fakes.slack_fake import event_body, mention_event
 
 async def answered_weights(env: AgentEnv, count: int) -> list[int]:
     """The declared upload bytes of the jobs, once ``count`` are answered."""
-    query = sa.select(TurnJob.state, TurnJob.upload_bytes).order_by(TurnJob.id)
+    query = sa.select(StoredJob.state, StoredJob.upload_bytes).order_by(StoredJob.id)
     async with asyncio.timeout(20):
         while True:
             async with env.agent.repo.db.sessions() as s:

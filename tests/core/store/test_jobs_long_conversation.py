@@ -12,10 +12,10 @@ import asyncio
 
 import sqlalchemy as sa
 
-from core.jobs import TurnQueue, conversation_name
+from core.jobs import JobQueue, conversation_name
 from core.store import Repo
 from core.store.jobs import JobStore
-from core.store.models import Conversation, TurnJob, utcnow
+from core.store.models import Conversation, StoredJob, utcnow
 from core.store.repo import fit_key
 from core.types import ConversationKey, Job, Notice, new_request_id
 from tests.core.store.builders import turn
@@ -43,7 +43,7 @@ def key(tail: str) -> ConversationKey:
 
 
 async def test_a_conversation_name_over_800_characters_is_accepted_and_runs(repo: Repo) -> None:
-    queue = TurnQueue(JobStore(repo), poll=0.05)
+    queue = JobQueue(JobStore(repo), poll=0.05)
     runner = Recorder()
     queue.register(KIND, runner)
     try:
@@ -80,4 +80,4 @@ async def test_a_plan_preview_of_a_long_conversation_is_kept(repo: Repo) -> None
     row = await store.by_request("r1")
     assert row is not None and len(row.conversation) <= 800
     async with repo.db.sessions() as s:
-        assert await s.scalar(sa.select(sa.func.count()).select_from(TurnJob)) == 1
+        assert await s.scalar(sa.select(sa.func.count()).select_from(StoredJob)) == 1

@@ -54,7 +54,7 @@ async def test_a_job_refused_for_its_size_is_stored_bounded_and_its_payload_drop
 ) -> None:
     async with open_agent_env(tmp_path, llm_fake, hf_fake, database_url=shared_db_url) as env:
         runner = RecordingRunner(env.agent)
-        env.agent.register_runner(KIND, runner)  # type: ignore[arg-type]  # runs a TurnJob
+        env.agent.register_runner(KIND, runner)  # type: ignore[arg-type]  # runs a LeasedJob
         job = await submit(env.agent, KEY, BIG)
         assert await env.agent.process(job) == "done"
         ((_, user_text), _) = await stored(env)
