@@ -149,7 +149,7 @@ class Agent:
                 reply = reply_of(turn, str(refused), status=ReplyStatus.REFUSED)
                 reply = await persist(self, turn, reply.with_error(refused))
             else:
-                reply = await self._turn(request, emit, job)
+                reply = await self._in_order(request, emit, job)
             scope.finish(reply)
             return reply
 
@@ -253,7 +253,8 @@ class Agent:
         """Release every job this process holds (the composition root calls it)."""
         await self.jobs.aclose()
 
-    async def _turn(self, request: Request, emit: EventSink, job: Job | None = None) -> Reply:
+    async def _in_order(self, request: Request, emit: EventSink, job: Job | None = None) -> Reply:
+        """The turn, once the conversation's earlier one here is done."""
         lock = self._locks.setdefault(request.conversation, asyncio.Lock())
         if lock.locked():
             await emit(QueuePosition(0, conversation_busy=True))

@@ -25,9 +25,9 @@ from core.errors import (
 from core.jobs import JobQueue
 from core.mediatypes import inspect_attachment
 from core.planning import PlannedTask
-from core.request_checks import charge, check_request, turn_settings
+from core.request_checks import charge, check_request, settings_for
 from core.selection import Selection
-from core.server_settings import TurnSettings
+from core.server_settings import AppliedSettings
 from core.stages import Deps, llm_stage, plan_request, select
 from core.store.handles import allocate_handle
 from core.turn_state import load_state
@@ -67,7 +67,7 @@ async def plan_only(deps: PreviewDeps, request: Request) -> PlanPreview:
     (``/plan`` costs LLM calls too)."""
     usage = Usage()
     try:
-        ts = await turn_settings(deps, request)
+        ts = await settings_for(deps, request)
         await check_request(deps, request, ts)
         try:
             with deps.llm.using(ts.llm_model):
@@ -101,7 +101,7 @@ async def plan_only(deps: PreviewDeps, request: Request) -> PlanPreview:
 
 
 async def _preview(
-    deps: Deps, request: Request, usage: Usage, ts: TurnSettings
+    deps: Deps, request: Request, usage: Usage, ts: AppliedSettings
 ) -> tuple[list[PlannedTask], dict[int, Selection]]:
     history = await deps.repo.load_history(request.conversation, turns=deps.config.history_turns)
     handles = {h: r.kind for h, r in history.resources.items()}

@@ -12,7 +12,7 @@ import logging
 from core.config import AgentConfig
 from core.errors import ErrorCode, InputRejected, StoreUnavailable
 from core.ratelimit import Quotas
-from core.server_settings import TurnSettings, apply_settings
+from core.server_settings import AppliedSettings, apply_settings
 from core.stages import Deps
 from core.types import Request, Usage
 
@@ -31,7 +31,7 @@ def quotas(config: AgentConfig) -> Quotas:
     )
 
 
-async def turn_settings(deps: Deps, request: Request) -> TurnSettings:
+async def settings_for(deps: Deps, request: Request) -> AppliedSettings:
     """What this turn runs with: the deployment's settings changed by its
     server's (the deployment's alone when the store cannot say)."""
     try:
@@ -50,7 +50,7 @@ async def turn_settings(deps: Deps, request: Request) -> TurnSettings:
     )
 
 
-async def check_request(deps: Deps, req: Request, ts: TurnSettings | None = None) -> None:
+async def check_request(deps: Deps, req: Request, ts: AppliedSettings | None = None) -> None:
     """Refuse what no plan can use, and what is over a quota, before any
     work (and any LLM cost); a request that passes is counted."""
     if len(req.attachments) > deps.config.max_attachments:
@@ -71,7 +71,7 @@ async def check_request(deps: Deps, req: Request, ts: TurnSettings | None = None
     await deps.limiter.admit(req, ts.quotas if ts else None)
 
 
-async def charge(deps: Deps, req: Request, usage: Usage, ts: TurnSettings | None = None) -> None:
+async def charge(deps: Deps, req: Request, usage: Usage, ts: AppliedSettings | None = None) -> None:
     """Add the request's LLM tokens to its quotas (never fails the request)."""
     try:
         await deps.limiter.charge(req, usage, ts.quotas if ts else None)

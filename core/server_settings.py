@@ -14,7 +14,7 @@ language.  Every key left unset inherits the deployment's setting.
   per-server cache: a save here clears the server's entry at once; another
   process's save is seen within ``ttl`` seconds.
 * :func:`apply_settings` is pure: from a server's settings and the
-  deployment's defaults it returns the :class:`TurnSettings` one turn runs
+  deployment's defaults it returns the :class:`AppliedSettings` one turn runs
   with (tasks offered, pinned candidates, selection mode, LLM model, quotas,
   the language instruction for the answer prompt).
 """
@@ -297,8 +297,8 @@ def describe(e: ValidationError) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnSettings:
-    """What one turn runs with, after its server's settings."""
+class AppliedSettings:
+    """The deployment's settings with a server's applied: what a turn runs with."""
 
     runnable: tuple[str, ...]  # the tasks offered to the planner
     selection: Literal["llm", "downloads"]
@@ -331,7 +331,7 @@ def apply_settings(
     quotas: Quotas,
     llm_model: str | None = None,
     usable: Callable[[str, ModelInfo], bool] | None = None,
-) -> TurnSettings:
+) -> AppliedSettings:
     """The deployment's per-turn inputs changed by a server's ``settings``.
 
     ``runnable``: the tasks the deployment can run now (the planner is
@@ -357,7 +357,7 @@ def apply_settings(
         for key, field_name in QUOTA_KEYS.items()
         if getattr(s, key) is not None
     }
-    return TurnSettings(
+    return AppliedSettings(
         runnable=tasks,
         selection=s.model_selection or selection,
         llm_model=s.llm_model or llm_model,

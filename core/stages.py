@@ -31,7 +31,7 @@ from core.response import Answer, answer_cap, fallback_answer, generate_response
 from core.results import Blob, TaskResult
 from core.routing import ExpertRouter
 from core.selection import Selection, select_models
-from core.server_settings import ServerSettingsService, TurnSettings
+from core.server_settings import AppliedSettings, ServerSettingsService
 from core.store.media import MediaStore
 from core.store.repo import History, Repo
 from core.store.usage import UsageStore
@@ -174,7 +174,7 @@ async def plan_request(
 
 
 def candidates(
-    deps: Deps, plan: Sequence[PlannedTask], ts: TurnSettings | None = None
+    deps: Deps, plan: Sequence[PlannedTask], ts: AppliedSettings | None = None
 ) -> dict[int, list[ModelInfo]]:
     """Each task's candidates: the top ``top_k`` usable models by
     downloads, or the model its server pinned for the task alone."""
@@ -185,7 +185,7 @@ def candidates(
     return out
 
 
-def selection_mode(deps: Deps, ts: TurnSettings | None) -> str:
+def selection_mode(deps: Deps, ts: AppliedSettings | None) -> str:
     """``llm`` or ``downloads``: the server's setting, else the bot's."""
     return ts.selection if ts else deps.config.selection
 
@@ -196,7 +196,7 @@ async def select(
     plan: Sequence[PlannedTask],
     usage: Usage,
     found: dict[int, list[ModelInfo]] | None = None,
-    ts: TurnSettings | None = None,
+    ts: AppliedSettings | None = None,
 ) -> dict[int, Selection]:
     """Stage 2's call (:func:`core.selection.select_models`) on ``found``
     candidates (by default :func:`candidates`)."""

@@ -18,7 +18,7 @@ from core.execution import TaskOutcome
 from core.mediatypes import inspect_attachment, sniff
 from core.planning import PlannedTask
 from core.results import Blob
-from core.server_settings import TurnSettings
+from core.server_settings import AppliedSettings
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History
@@ -46,7 +46,7 @@ class Turn:
     request: Request
     state: TurnState = field(default_factory=TurnState)  # what a checkpoint keeps
     history: History = field(default_factory=lambda: History([], {}))
-    settings: TurnSettings | None = None  # its server's settings applied (set as it starts)
+    settings: AppliedSettings | None = None  # its server's settings applied (set as it starts)
     plan_notes: list[PlanNote] = field(default_factory=list)  # repairs that changed the plan
 
     @property

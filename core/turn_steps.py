@@ -37,7 +37,7 @@ from core.checkpoint import CheckpointWriter
 from core.errors import ErrorCode, InputRejected, RunFailed, StoreUnavailable
 from core.execution import Assignment, TaskOutcome
 from core.planning import PlannedTask
-from core.request_checks import charge, check_request, turn_settings
+from core.request_checks import charge, check_request, settings_for
 from core.selection import Selection, first_guesses
 from core.stages import (
     Deps,
@@ -72,7 +72,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class TurnRun:
+class StepContext:
     """What every step is given: the agent's parts, the turn (its state
     inside), where its events go, and its checkpoint writer."""
 
@@ -94,7 +94,7 @@ class End:
 class Start:
     """The history loaded; a fresh turn's uploads checked and stored."""
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         deps, turn = ctx.deps, ctx.turn
         deps.prepare()  # a first hosted call's session, the LLM's context, while we plan
         resumed = turn.state.started
@@ -127,7 +127,7 @@ def next_step(turn: Turn) -> Step:
 class Plan:
     """Stage 1: the LLM's plan (RunFailed when there is none)."""
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         deps, turn = ctx.deps, ctx.turn
         with telemetry.stage("planning") as st:
             handles = turn.handles()
@@ -158,7 +158,7 @@ class Approved:
     one is, each step on its model where that is still a usable candidate;
     no planning, no selection call."""
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         turn = ctx.turn
         plan, pinned = approved(ctx.deps, turn)
         turn.state.plan = list(plan)
@@ -181,7 +181,7 @@ class SelectAndExecute:
 
     plan: list[PlannedTask]
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         with telemetry.stage("execution") as st:
             outcomes = await _select_and_execute(ctx, self.plan)
             st.note(tasks=",".join(f"{o.id}:{o.status.value}" for o in outcomes.values()))
@@ -194,7 +194,7 @@ class Execute:
     """Stage 3 on the models the state holds (approved, or chosen before a
     stop): only the tasks that have not finished run."""
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         deps, turn = ctx.deps, ctx.turn
         plan = turn.state.plan or []
         with telemetry.stage("execution") as st:
@@ -227,7 +227,7 @@ class Answer:
     plan: Sequence[PlannedTask]
     outcomes: dict[int, TaskOutcome]
 
-    async def run(self, ctx: TurnRun) -> Step | End:
+    async def run(self, ctx: StepContext) -> Step | End:
         turn, outcomes = ctx.turn, self.outcomes
         records = tuple(record(outcomes[t.id], t) for t in self.plan if t.id in outcomes)
         with telemetry.stage("answer") as st:
@@ -242,7 +242,7 @@ class Answer:
 Step = Start | Plan | Approved | SelectAndExecute | Execute | Answer
 
 
-async def run_steps(ctx: TurnRun, step: Step | End) -> Reply:
+async def run_steps(ctx: StepContext, step: Step | End) -> Reply:
     """Run each step until one ends the turn."""
     while not isinstance(step, End):
         step = await step.run(ctx)
@@ -301,13 +301,13 @@ async def _checked(deps: Deps, turn: Turn, emit: EventSink, job: Job | None) -> 
     """The steps, with the server's settings, after the request's checks
     (a resumed request passed them, and was counted, before); this
     attempt's LLM tokens charged to its quotas whatever happens."""
-    turn.settings = ts = await turn_settings(deps, turn.request)
+    turn.settings = ts = await settings_for(deps, turn.request)
     if not turn.state.started:
         await check_request(deps, turn.request, ts)
     earlier = replace(turn.state.usage)  # charged by the process that spent it
     try:
         with deps.llm.using(ts.llm_model):
-            ctx = TurnRun(deps, turn, emit, CheckpointWriter(job, turn.state, deps.media))
+            ctx = StepContext(deps, turn, emit, CheckpointWriter(job, turn.state, deps.media))
             return await run_steps(ctx, Start())
     finally:
         spent = turn.usage
@@ -326,7 +326,7 @@ async def _checked(deps: Deps, turn: Turn, emit: EventSink, job: Job | None) -> 
 # --- helpers of the steps ----------------------------------------------------------
 
 
-async def _select_and_execute(ctx: TurnRun, plan: list[PlannedTask]) -> dict[int, TaskOutcome]:
+async def _select_and_execute(ctx: StepContext, plan: list[PlannedTask]) -> dict[int, TaskOutcome]:
     deps, turn, emit = ctx.deps, ctx.turn, ctx.emit
     req = turn.request
     found = candidates(deps, plan, turn.settings)

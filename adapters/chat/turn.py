@@ -70,11 +70,13 @@ async def run_turn(
     or None when it never ran.  Never raises but for cancellation and
     :class:`~core.errors.LeaseLost` (another process has the job: post nothing)."""
     rid = request_id or (request.request_id if isinstance(request, Request) else "?")
-    turn = _Turn(agent, surface, renderer, rid, job, clock)
+    turn = _SurfaceTurn(agent, surface, renderer, rid, job, clock)
     return await turn.run(request, downloading)
 
 
-class _Turn:
+class _SurfaceTurn:
+    """One turn as a surface shows it: its status message, its board, the answer."""
+
     def __init__(
         self,
         agent: AgentAPI,
