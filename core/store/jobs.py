@@ -31,10 +31,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import LeaseLost, StoreRejected
-from core.store.db import unique_violation
+from core.store.db import Tx, unique_violation
 from core.store.models import StoredJob, utcnow
 from core.types import Resource
 
@@ -214,7 +213,7 @@ def _held(
 
 
 async def _update_held(
-    s: AsyncSession,
+    s: Tx,
     job_ids: int | Sequence[int],
     owner: str,
     values: dict[str, Any],
@@ -237,7 +236,7 @@ _MARK_SAVED = (
 
 
 async def mark_saved(
-    s: AsyncSession,
+    s: Tx,
     job_id: int,
     owner: str,
     checkpoint: dict[str, Any],

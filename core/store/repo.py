@@ -51,7 +51,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from core.errors import StoreConflict, StoreRejected
 from core.store.db import (
@@ -340,8 +340,11 @@ class Repo:
 
     def _session(
         self, action: str, *, write: bool = False
-    ) -> AbstractAsyncContextManager[AsyncSession]:
-        return self.db.transaction(action, write=write)
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A transaction on a Core connection (:meth:`Database.connection`):
+        every statement of the repo and the job store is on tables and
+        columns; the two that load or delete ORM entities open a session."""
+        return self.db.connection(action, write=write)
 
     def _insert(self, table: Any) -> Any:
         dialect = postgresql if self.db.dialect == "postgresql" else sqlite
@@ -427,7 +430,7 @@ class Repo:
         async with self._session("list file handles") as s:
             return await self._taken(s, keys)
 
-    async def _taken(self, s: AsyncSession, keys: Iterable[ConversationKey]) -> set[str]:
+    async def _taken(self, s: AsyncConnection, keys: Iterable[ConversationKey]) -> set[str]:
         where = sa.or_(*(self._key_filter(k) for k in keys))
         rows = await s.scalars(
             sa.select(ResourceRow.handle)
@@ -506,7 +509,7 @@ class Repo:
 
     async def _save(
         self,
-        s: AsyncSession,
+        s: AsyncConnection,
         turn: TurnRecord,
         files: list[Resource],
         storage: list[str],
@@ -686,7 +689,7 @@ class Repo:
         with them.  Returns the number of messages deleted."""
         key = fit_key(key)
         user_id = fit_user(user_id)
-        async with self._session("forget the conversation", write=True) as s:
+        async with self.db.transaction("forget the conversation", write=True) as s:
             cid = await self._conversation_id(s, key)
             if cid is None:
                 return 0
@@ -709,7 +712,7 @@ class Repo:
     async def asked(self, request_id: str) -> tuple[ConversationKey, str, str] | None:
         """Where request ``request_id`` was asked, by whom, and its text
         (None: not saved, or forgotten)."""
-        async with self._session("find the request") as s:
+        async with self.db.transaction("find the request") as s:
             row = (
                 await s.execute(
                     sa.select(Conversation, Message)

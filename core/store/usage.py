@@ -12,6 +12,7 @@ odd id maps to the same row every time, on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.store.db import Database
+from core.store.db import Database, Tx
 from core.store.models import UsageModelCall, UsageTurn
 from core.usage import (
     GroupBy,
@@ -48,7 +49,22 @@ def _fit_opt(value: str | None, column: Any) -> str | None:
     return None if value is None else _fit(value, column)
 
 
-async def insert_usage(s: AsyncSession, dialect: str, u: TurnUsage) -> bool:
+@functools.cache
+def _insert_turn(dialect: str) -> Any:
+    """The ``usage_turns`` insert (nothing on a known request), built once per
+    dialect with its values bound at execution."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert(UsageTurn)
+        .on_conflict_do_nothing(index_elements=["request_id"])
+        .returning(UsageTurn.id)
+    )
+
+
+_INSERT_CALLS = sa.insert(UsageModelCall)
+
+
+async def insert_usage(s: Tx, dialect: str, u: TurnUsage) -> bool:
     """Insert one turn's usage rows in the caller's transaction (the one
     place they are written: :meth:`UsageStore.record`, and the turn's own
     save); False when this request was recorded before."""
@@ -67,19 +83,12 @@ async def insert_usage(s: AsyncSession, dialect: str, u: TurnUsage) -> bool:
         "llm_cost_micro_usd": to_micro(u.llm_cost_usd),
         "error": u.error,
     }
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = (
-        insert(UsageTurn)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["request_id"])
-        .returning(UsageTurn.id)
-    )
-    turn_id = (await s.execute(stmt)).scalar()
+    turn_id = (await s.execute(_insert_turn(dialect), values)).scalar()
     if turn_id is None:
         return False
     if u.model_calls:
         await s.execute(
-            sa.insert(UsageModelCall),
+            _INSERT_CALLS,
             [
                 {
                     "turn_id": turn_id,

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.errors import StoreUnavailable
+from core.errors import StoreRejected, StoreUnavailable
 from core.store import Database, MediaStore, Repo
 from core.store.models import Conversation, Message
 from core.types import ConversationKey
 from tests.core.store.builders import CHANNEL, turn
-from tests.fakes.db_fixtures import sqlite_url
+from tests.fakes.clock import FakeClock
+from tests.fakes.db_fixtures import PG_URL, sqlite_url
 
 BURST = 500
 
@@ -99,3 +100,45 @@ async def test_a_burst_of_500_turns_all_land(repo: Repo) -> None:
         assert await s.scalar(sa.select(sa.func.count()).select_from(Conversation)) == len(keys)
     history = await repo.load_history(keys[7], turns=BURST)
     assert len(history.turns) == 2 * BURST // len(keys)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set")
+async def test_a_connection_idle_past_ping_after_is_pinged_and_replaced_when_dead() -> None:
+    """A pooled PostgreSQL connection is pinged before use only after it sat
+    idle ``ping_after`` seconds (on the store's clock); one the server has
+    closed meanwhile is then replaced, and the store call goes through."""
+    clock = FakeClock()
+    pings: list[object] = []
+    async with Database(PG_URL, pool_size=1, ping_after=30, clock=clock) as db:
+        original = db.engine.dialect.do_ping
+
+        def counted(dbapi_connection: Any) -> bool:
+            pings.append(dbapi_connection)
+            return original(dbapi_connection)
+
+        db.engine.dialect.do_ping = counted  # type: ignore[method-assign]
+        async with db.connection("read") as conn:
+            pid = await conn.scalar(sa.text("SELECT pg_backend_pid()"))
+        clock.advance(29)
+        async with db.connection("read") as conn:  # used just now: no ping
+            assert await conn.scalar(sa.text("SELECT pg_backend_pid()")) == pid
+        assert pings == []
+
+        async with Database(PG_URL) as admin, admin.connection("kill", write=True) as conn:
+            await conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        clock.advance(30)
+        async with db.connection("read") as conn:  # idle 30 s: pinged, found dead, replaced
+            assert await conn.scalar(sa.text("SELECT pg_backend_pid()")) != pid
+        assert len(pings) == 1
+
+
+async def test_store_calls_on_a_connection_map_errors_as_sessions_do(tmp_path: Path) -> None:
+    async with Database(sqlite_url(tmp_path / "errors.db")) as db:
+        await db.upgrade()
+        with pytest.raises(StoreUnavailable, match="could not read the void"):
+            async with db.connection("read the void") as conn:
+                await conn.execute(sa.text("SELECT * FROM no_such_table"))
+        with pytest.raises(StoreRejected, match="refused a value when asked to add"):
+            async with db.connection("add", write=True) as conn:
+                await conn.execute(sa.text("INSERT INTO turn_jobs (id) VALUES (NULL)"))
