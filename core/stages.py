@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from core.catalog import Catalog, ModelInfo
+from core.clock import Clock
 from core.config import AgentConfig
 from core.errors import ErrorCode, InputRejected, PlanError, RunFailed, TaskFailed
 from core.execution import Assignment, Executor, OutcomeListener, TaskOutcome, with_handles
@@ -70,6 +71,7 @@ class Deps(Protocol):
     limiter: QuotaLimiter
     server_settings: ServerSettingsService
     usage_store: UsageStore
+    clock: Clock  # the stages' waits and timings
 
     def prepare(self) -> None:
         """Start what a turn will need soon (a first hosted call's session,
@@ -101,10 +103,11 @@ async def _still_waiting(
     tasks: tuple[TaskState, ...],
     deadline: Deadline,
     every: float,
+    clock: Clock,
 ) -> None:
     n = 1
     while True:
-        await asyncio.sleep(max(0.0, n * every - deadline.elapsed()))
+        await clock.sleep(max(0.0, n * every - deadline.elapsed()))
         n += 1
         await emit(StillWaiting(stage, deadline.elapsed(), max(1, deadline.attempts), tasks))
 
@@ -122,7 +125,7 @@ async def llm_stage(
         notices = Notices()
         if emit is not None and every > 0:
             notices.task = asyncio.create_task(
-                _still_waiting(stage, emit, tasks, deadline, every),
+                _still_waiting(stage, emit, tasks, deadline, every, deps.clock),
                 name=f"llm-wait-{stage.value}",
             )
         try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -262,7 +261,7 @@ async def complete_turn(deps: Deps, request: Request, emit: EventSink, job: Job 
         log.info("request %s: resumed with its answer saved already", request.request_id)
         return state.reply
     turn = Turn(request, state)
-    t0 = time.perf_counter()
+    t0 = deps.clock.monotonic()
     try:
         reply = await _checked(deps, turn, emit, job)
     except InputRejected as e:
@@ -283,7 +282,7 @@ async def complete_turn(deps: Deps, request: Request, emit: EventSink, job: Job 
             "The details are in the log.",
             status=ReplyStatus.FAILED,
         )
-    turn.timings["total"] = round(time.perf_counter() - t0, 3)
+    turn.timings["total"] = round(deps.clock.monotonic() - t0, 3)
     reply = replace(reply, timings=Timings.of(turn.timings))
     reply = await persist(deps, turn, reply, job, with_usage=True)
     log.info(
@@ -344,7 +343,7 @@ async def _select_and_execute(ctx: StepContext, plan: list[PlannedTask]) -> dict
         timer: telemetry.StageTimer | None = None
         try:
             if delay > 0:
-                await asyncio.sleep(delay)
+                await deps.clock.sleep(delay)
             with telemetry.stage("selection") as timer:
                 async with llm_stage(deps, Stage.SELECTING, emit):
                     chosen.update(await select(deps, req, plan, turn.usage, found, turn.settings))

@@ -17,9 +17,10 @@ import hashlib
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.clock import SYSTEM_CLOCK, Clock
 
 _EXT = re.compile(r"[^a-z0-9]")
 
@@ -41,8 +42,9 @@ class PruneReport:
 
 
 class MediaStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.root = Path(root).resolve()
+        self.clock = clock  # a prune's cutoff (wall time, beside the files' mtimes)
 
     async def put(self, data: bytes, ext: str) -> tuple[str, str]:
         """Store ``data``; return (path relative to the root, sha256 hex)."""
@@ -102,7 +104,7 @@ class MediaStore:
     def _prune(self, keep: set[str], older_than: float) -> PruneReport:
         if not self.root.is_dir():
             return PruneReport()
-        cutoff = time.time() - older_than
+        cutoff = self.clock.now() - older_than
         removed = freed = in_use = recent = recent_bytes = 0
         for path in self.root.glob("*/*/*"):
             if not path.is_file() or path.name.startswith(".tmp-"):

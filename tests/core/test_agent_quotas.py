@@ -59,7 +59,9 @@ async def test_two_agents_on_one_database_share_the_quotas(
 ) -> None:
     """Two replicas (each with its own engine) on one database, racing."""
     env = agent_env
-    clock = FakeClock(NOON)
+    # Noon, standing still: the agents' own waits (selection delay, "still
+    # waiting" notices) are real, so they do not move the quota windows on.
+    clock = FakeClock(NOON, real_monotonic=True)
     config = AgentConfig(requests_per_user_per_minute=0, requests_per_server_per_minute=3)
     async for first in open_database(db_url):
         second = Database(db_url, schema=first.schema)

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from core.selection import FINISHED_FIRST, MOST_DOWNLOADED
 from core.store.models import ResourceRow
 from core.types import ConversationKey, Request, TaskStatus
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b, open_agent_env
+from tests.fakes.clock import FakeClock
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.job_fixtures import KIND, RecordingRunner, submit
 from tests.fakes.openai_fake import FakeLLM
@@ -307,6 +309,30 @@ async def test_a_task_still_running_after_the_delay_gets_the_choice(
         assert len(env.llm.calls("select")) == 1
         assert reply.tasks[0].model == model_b(DRAW)  # the guess was stopped for the choice
         assert reply.tasks[0].reason == "sharper foxes"
+
+
+async def test_the_delay_is_waited_on_the_agents_clock(
+    tmp_path: Path, llm_fake: FakeLLM, hf_fake: FakeHF, release: list[asyncio.Event]
+) -> None:
+    async with open_agent_env(tmp_path, llm_fake, hf_fake, selection_delay=600) as env:
+        clock = FakeClock()  # 600 s pass at once on it
+        env.agent.clock = clock
+        env.agent.config = replace(env.agent.config, llm_wait_notice=0)
+        held = asyncio.Event()
+        release.append(held)
+        env.hf.serve(model_a(DRAW), DRAW, Seen(DRAW, hold=held))  # runs until the LLM is asked
+        env.llm.reply("plan", json.dumps([json.loads(WIDE)[0]]))
+
+        async def choice(body: dict[str, Any]) -> str:
+            held.set()
+            return json.dumps({"0": {"id": model_a(DRAW), "reason": "the fox"}})
+
+        env.llm.reply("select", choice)
+        reply = await env.agent.handle(Request(KEY, "u1", "draw a fox"))
+        assert not reply.error, reply.text
+        assert len(env.llm.calls("select")) == 1
+        assert clock.sleeps == [600]
+        assert (reply.timings.total or 0) >= 600  # timed on the same clock
 
 
 async def test_a_plan_with_dependents_asks_at_once(

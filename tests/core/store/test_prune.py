@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from core.store import MediaStore, Repo
 from core.types import ConversationKey
 from tests.core.store.builders import CHANNEL, stored, turn
+from tests.fakes.clock import FakeClock
 
 OTHER = ConversationKey("slack", "T1", "C1", None)
 
@@ -41,3 +43,11 @@ async def test_prune_keeps_referenced_and_fresh_files(repo: Repo, media_store: M
     assert await repo.read(twin) == b"same bytes"
     again = await repo.prune_media(older_than=3600)
     assert (again.removed, again.freed, again.kept_in_use, again.kept_recent) == (0, 0, 1, 1)
+
+
+async def test_the_grace_period_is_read_on_the_stores_clock(tmp_path: Path) -> None:
+    media = MediaStore(tmp_path, clock=FakeClock(wall=time.time() + 7200))
+    rel, _ = await media.put(b"written just now", "png")
+    report = await media.prune(set(), older_than=3600)  # two hours later, on its clock
+    assert report.removed == 1
+    assert not media.path(rel).exists()
