@@ -58,7 +58,7 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MARKUP, MESSAGE_LIMIT, to_mrkdwn
 from adapters.slack.posted import PostLookup
 from adapters.slack.surface import FILES_PER_MESSAGE, SlackSurface
-from core.types import AgentAPI, Job, Notice, Resource, Stage, TaskState, TaskStatus
+from core.types import AgentAPI, Job, Notice, Posted, Resource, Stage, TaskState, TaskStatus
 
 log = logging.getLogger(__name__)
 
@@ -244,11 +244,11 @@ class AssistantSurface:
             request_id=self._rid,
             lookup=lookup,  # the runner's: a missing scope is logged once per process
         )
-        ref = self._ref()
-        self.native = "ts" not in ref  # a status message exists: it goes on there
+        posted = Posted.of(job)
+        self.native = posted.ts is None  # a status message exists: it goes on there
         # The answer's words are out (a resumed job: only its files are left),
         # and everything is posted (the status line goes).
-        self._said = bool(ref.get("answered"))
+        self._said = posted.answered
         self._done = False
         self._board = Board()
         self._stream: AsyncChatStream | None = None
@@ -374,11 +374,11 @@ class AssistantSurface:
     # -- native steps (called under the lock) -------------------------------
 
     async def _open(self) -> None:
-        old = self._ref().get("stream")
+        old = Posted.of(self._job).stream
         if old and not self._said:
             # A stopped process left a stream half written: it is redone whole.
-            await self._drop(str(old))
-            await self._set_ref({k: v for k, v in self._ref().items() if k != "stream"})
+            await self._drop(old)
+            await self._posted(stream=None)
         if self._title:
             await self._client.assistant_threads_setTitle(
                 channel_id=self._channel, thread_ts=self._thread_ts, title=self._title
@@ -438,7 +438,7 @@ class AssistantSurface:
             await stream.append(markdown_text=text[start : start + STREAM_PIECE])
         await self._close_stream(blocks=feedback_blocks(self._rid))
         self._said = True
-        await self._set_ref({**self._ref(), "answered": True})
+        await self._posted(answered=True)
 
     async def _close_stream(self, blocks: list[ContextActionsBlock] | None) -> None:
         stream = self._stream
@@ -469,8 +469,8 @@ class AssistantSurface:
         """Keep the stream's ts on the job: a process that resumes the job
         removes a stream this one left half written."""
         ts = self._stream.ts if self._stream is not None else None
-        if ts and self._ref().get("stream") != ts:
-            await self._set_ref({**self._ref(), "stream": ts})
+        if ts and Posted.of(self._job).stream != ts:
+            await self._posted(stream=ts)
 
     async def _drop(self, ts: str) -> None:
         """Stop and delete a streamed message (best effort: it may be gone)."""
@@ -501,9 +501,6 @@ class AssistantSurface:
         self._stream = None
         await self._fallback.post_status(self._text)
 
-    def _ref(self) -> dict[str, Any]:
-        return dict(self._job.status_ref or {}) if self._job is not None else {}
-
-    async def _set_ref(self, ref: dict[str, Any]) -> None:
-        if self._job is not None:
-            await self._job.set_status_ref(ref)
+    async def _posted(self, **changes: Any) -> None:
+        """Record ``changes`` to what the job has posted (nothing without a job)."""
+        await Posted.of(self._job).model_copy(update=changes).save(self._job)

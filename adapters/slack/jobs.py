@@ -29,7 +29,7 @@ from adapters.slack.files import download_files
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup
 from adapters.slack.surface import SlackSurface
-from core.types import AgentAPI, ConversationKey, Job, Notice, Request
+from core.types import AgentAPI, ConversationKey, Job, Notice, Posted, Request
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class SlackRunner:
             incoming.assistant
             and thread is not None
             and not self.features.lacking(incoming.team)
-            and "ts" not in (job.status_ref or {})
+            and Posted.of(job).ts is None  # no status message to go on in
         ):
             return AssistantSurface(
                 self.agent,
