@@ -11,7 +11,8 @@ drain); the work is elsewhere:
 * how a turn runs and resumes: :mod:`core.turn_steps` (its state:
   :mod:`core.turn_state`; the stages' calls: :mod:`core.stages`);
 * ``/plan`` and ``recall``: :mod:`core.previews`; ``/usage`` and
-  ``/config``: :mod:`core.admin`; the media helpers: :mod:`core.media_files`;
+  ``/config``: :mod:`core.admin`; the media helpers adapters import:
+  :mod:`core.media_files`;
 * durable jobs: :mod:`core.jobs`.
 """
 
@@ -32,7 +33,6 @@ from core.errors import ErrorCode, InputRejected
 from core.execution import Executor
 from core.jobs import JobQueue, Outcome
 from core.llm import LLM
-from core.media_files import fit_image, sniff_mime
 from core.ratelimit import QuotaLimiter
 from core.request_checks import quotas
 from core.result_cache import ResultCache
@@ -315,9 +315,3 @@ class Agent:
 
     async def read_file(self, resource: Resource) -> bytes:
         return await self.repo.read(resource)
-
-    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
-        return await fit_image(data, max_bytes)
-
-    def sniff(self, data: bytes) -> str | None:
-        return sniff_mime(data)

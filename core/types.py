@@ -757,21 +757,12 @@ class AdminPort(Protocol):
 
 
 class MediaPort(Protocol):
-    """Stored files' bytes and the media helpers (the last two are also plain
-    functions in ``core.media_files``, which adapters may import)."""
+    """Stored files' bytes (only the media store opens its files).  The media
+    helpers that need no store (``fit_image``, ``sniff_mime``) are plain
+    functions in ``core.media_files``, which adapters import."""
 
     async def read_file(self, resource: Resource) -> bytes:
         """The bytes of a stored resource (for uploading replies)."""
-        ...
-
-    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
-        """An image re-encoded (and downscaled if need be) to at most
-        ``max_bytes``, with its MIME type; None when it cannot be made to fit
-        (or is no image).  Runs off the event loop."""
-        ...
-
-    def sniff(self, data: bytes) -> str | None:
-        """The MIME type the bytes' magic says, or None when they say nothing."""
         ...
 
 

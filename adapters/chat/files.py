@@ -2,7 +2,8 @@
 
 The one size policy: a generated file within the platform's upload limit is
 sent as it is; an image over it is re-encoded and downscaled until it fits
-(by the agent, off the event loop, and renamed for its new type); any other
+(``core.media_files.fit_image``, off the event loop, and renamed for its new
+type); any other
 file too large is named in the answer instead, with its size and the limit.
 The text is split to the platform's message size (never inside a code
 block), the files packed into messages by count and total size, the first
@@ -19,6 +20,7 @@ from pathlib import PurePosixPath
 from adapters.chat.render import Renderer
 from adapters.chat.surface import Limits, OutFile, Outgoing
 from adapters.chat.text import split_text
+from core.media_files import fit_image
 from core.types import AgentAPI, Resource
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ async def prepare_files(
         if len(data) <= limit:
             files.append(OutFile(PurePosixPath(res.handle).name, data, res.mime))
             continue
-        fitted = await agent.fit_image(data, limit) if res.is_image else None
+        fitted = await fit_image(data, limit) if res.is_image else None
         if fitted is None:
             notes.append(renderer.too_large(res.handle, len(data), limit))
             continue

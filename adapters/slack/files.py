@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MAX_REDIRECTS", "download_file", "download_files", "may_follow"]
 
-# What the bytes' magic says they are (``AgentAPI.sniff``): a MIME type or None.
+# What the bytes' magic says they are (``core.media_files.sniff_mime``): a MIME type or None.
 Sniff = Callable[[bytes], str | None]
 _HTML = (b"<!doctype html", b"<html")
 

@@ -29,6 +29,7 @@ from adapters.slack.files import download_files
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup
 from adapters.slack.surface import SlackSurface
+from core.media_files import sniff_mime
 from core.types import AgentAPI, ConversationKey, Job, Notice, Posted, Request
 
 log = logging.getLogger(__name__)
@@ -158,9 +159,7 @@ class SlackRunner:
 
         async def request() -> Request:
             attachments = (
-                ()
-                if stored
-                else await download_files(incoming.files, self.config, self.agent.sniff)
+                () if stored else await download_files(incoming.files, self.config, sniff_mime)
             )
             return Request(
                 conversation=incoming.key,

@@ -171,12 +171,6 @@ class SpyAgent:
     async def read_file(self, resource: Resource) -> bytes:
         return await self.inner.read_file(resource)
 
-    async def fit_image(self, data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
-        return await self.inner.fit_image(data, max_bytes)
-
-    def sniff(self, data: bytes) -> str | None:
-        return self.inner.sniff(data)
-
     async def wait_claims(self, count: int, within: float = 10.0) -> list[tuple[str, bool]]:
         async with self._changed:
             await asyncio.wait_for(
