@@ -90,10 +90,11 @@ class PlanResult:
     attempts: list[PlanAttempt] = field(default_factory=list)
     failure: str | None = None  # for the person, when no plan
     llm_error: RunFailed | None = None  # the LLM call itself failed
+    chosen: int = -1  # the attempt in force: the last, or the first kept over a worse re-ask
 
     @property
     def plan(self) -> list[PlannedTask] | None:
-        last = self.attempts[-1] if self.attempts else None
+        last = self.attempts[self.chosen] if self.attempts else None
         if self.failure or self.llm_error or last is None or last.error is not None:
             return None
         return list(last.plan or ())
@@ -101,7 +102,7 @@ class PlanResult:
     @property
     def notes(self) -> tuple[PlanNote, ...]:
         """What the person is told of the repairs of the plan in force."""
-        return notes(self.attempts[-1].repairs) if self.plan is not None else ()
+        return notes(self.attempts[self.chosen].repairs) if self.plan is not None else ()
 
 
 class Looping(Exception):
@@ -177,7 +178,7 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
         result.attempts.append(first)
         _log(label, 1, first)
         if first.error is None:
-            return result
+            return await _use_named_files(llm, messages, schema, ask, usage, demos, result, label)
         had_tasks = bool(first.plan) or names_tasks(first.answer)
         if first.copied is not None:  # asked again without the demonstration it copied
             kept = [d for d in demos if d.request != first.copied]
@@ -201,6 +202,53 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
         return result
     if result.attempts[-1].error is not None:
         result.failure = _failure(result.attempts)
+    return result
+
+
+def unused_files(plan: Sequence[PlannedTask], ask: PlanAsk) -> list[str]:
+    """The conversation's files that the request names by their handle and
+    no task of ``plan`` takes (a small model that plans a text task for a
+    request about example.jpg)."""
+    used = " ".join(v for t in plan for v in t.args.values())
+    return [h for h in ask.handles if h in ask.request_text and h not in used]
+
+
+async def _use_named_files(
+    llm: LLM,
+    messages: list[dict[str, str]],
+    schema: JSONSchema,
+    ask: PlanAsk,
+    usage: Usage,
+    demos: Sequence[Demo],
+    result: PlanResult,
+    label: str,
+) -> PlanResult:
+    """A valid plan that leaves out a file the request names is asked again
+    once, saying which; the answer is taken only when it is valid and
+    leaves out fewer, else the first plan stays (also when the call fails:
+    a plan is in hand)."""
+    first = result.attempts[0]
+    unused = unused_files(first.plan or (), ask)
+    if not unused:
+        return result
+    error = (
+        f"Your plan does not use {', '.join(unused)}, which the request names: give each "
+        f"file to the task that works on it. {RETRY_HINT}"
+    )
+    again = reask_messages(messages, first.answer, error, empty_is_wrong=True)
+    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
+    try:
+        second = await _attempt(llm, again, schema, ask, usage, demos, own_text)
+    except RunFailed as e:
+        log.info("%s: plan 1 kept (%s unused); asking again failed: %s",
+                 label, ", ".join(unused), e)  # fmt: skip
+        result.chosen = 0
+        return result
+    result.attempts.append(second)
+    _log(label, 2, second)
+    if second.error is not None or len(unused_files(second.plan or (), ask)) >= len(unused):
+        log.info("%s: plan 1 kept: plan 2 is no better", label)
+        result.chosen = 0
     return result
 
 

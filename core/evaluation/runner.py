@@ -79,6 +79,7 @@ class RequestResult:
     llm_error: str | None = None  # the LLM call failed (no answer to judge)
     latency: float = 0.0  # seconds for the whole stage, re-ask included
     usage: Usage = field(default_factory=Usage)
+    chosen: int = -1  # the attempt in force (core.planner.PlanResult.chosen)
 
     @property
     def parsed(self) -> bool:
@@ -86,10 +87,16 @@ class RequestResult:
         return bool(self.attempts) and self.attempts[0].parsed
 
     @property
+    def final(self) -> Attempt | None:
+        """The answer in force: the last, or the first kept over a worse re-ask."""
+        return self.attempts[self.chosen] if self.attempts else None
+
+    @property
     def plan(self) -> tuple[PlannedTask, ...] | None:
-        """The plan the bot would run (the last answer, when valid)."""
-        if self.llm_error is None and self.attempts and self.attempts[-1].error is None:
-            return self.attempts[-1].plan
+        """The plan the bot would run (the answer in force, when valid)."""
+        final = self.final
+        if self.llm_error is None and final is not None and final.error is None:
+            return final.plan
         return None
 
     @property
@@ -112,6 +119,8 @@ class RequestResult:
     def scored_plan(self) -> tuple[PlannedTask, ...]:
         """What the gold metrics compare: the valid plan, else the last answer
         that parsed, else no task at all."""
+        if self.plan is not None:
+            return self.plan
         for a in reversed(self.attempts):
             if a.plan is not None:
                 return a.plan
@@ -156,6 +165,7 @@ async def plan_request(
     with llm.stage():
         planned = await make_plan(llm, _ask(item, options), result.usage, label=f"eval {item.id}")
     result.attempts = [Attempt.of(a) for a in planned.attempts]
+    result.chosen = planned.chosen
     if planned.llm_error is not None:
         result.llm_error = str(planned.llm_error)
         log.info("eval %s: the language model failed: %s", item.id, planned.llm_error)

@@ -36,7 +36,8 @@ VALID, REFUSED, UNPARSED, NO_ANSWER = "valid", "refused", "unparsed", "no answer
 
 
 def last_answer(r: RequestResult) -> Attempt | None:
-    return r.attempts[-1] if r.attempts else None
+    """The answer in force (the last one, unless a worse re-ask was not taken)."""
+    return r.final
 
 
 def plan_status(r: RequestResult) -> str:

@@ -278,6 +278,8 @@ async def test_only_the_deployment_s_tasks_when_asked(
 ) -> None:
     dataset = tmp_path / "one.jsonl"
     dataset.write_text('{"request": "Describe cat.png"}\n', encoding="utf-8")
+    llm_fake.reply("plan", json.dumps([{"task": "image-to-text", "id": 0, "dep": [-1],
+                                        "args": {"image": "cat.png"}}]))  # fmt: skip
     report = tmp_path / "out.json"
     env = fake_env(tmp_path, llm_fake, hf_fake)  # remote inference, the test catalog
     code, out, err = await run_bot(

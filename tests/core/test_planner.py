@@ -176,7 +176,7 @@ async def test_a_model_that_thinks_the_cap_away_gets_room_once_and_keeps_it(
     llm_fake: FakeLLM,
 ) -> None:
     llm_fake.reasoning_tokens = CAP + 100  # it thinks past the plan's cap: nothing written
-    llm_fake.reply("plan", GOOD, GOOD)
+    llm_fake.reply("plan", GOOD, GOOD, GOOD)
     llm = llm_fake.client()
     assert llm.reasons is False  # a local server, no effort set
     result = await make_plan(llm, ASK, Usage())
@@ -262,3 +262,59 @@ async def test_a_model_counting_in_a_loop_is_cut_but_a_plan_of_alike_tasks_is_no
     for piece in json.dumps({"tasks": tasks}):
         await alike.feed(piece)
     assert alike.repeated is None
+
+
+# ---- a valid plan that leaves out a file the request names
+
+PHOTO_ASK = PlanAsk(
+    "I have example.jpg: tell me what it shows and read that aloud",
+    handles={"example.jpg": "image"},
+    runnable=list(TASKS),
+    needs_models=True,
+)
+IGNORES = json.dumps([t("text-to-speech", text="what it shows")])
+USES = json.dumps([
+    t("image-to-text", 0, image="example.jpg"),
+    t("text-to-speech", 1, [0], text="<resource>-0"),
+])  # fmt: skip
+
+
+async def test_a_plan_leaving_out_a_named_file_is_asked_again_and_the_better_one_taken(
+    llm_fake: FakeLLM,
+) -> None:
+    llm_fake.reply("plan", IGNORES, USES)
+    result = await make_plan(llm_fake.client(), PHOTO_ASK, Usage())
+    assert result.plan is not None and [p.task for p in result.plan] == [
+        "image-to-text",
+        "text-to-speech",
+    ]
+    _, reasked = llm_fake.calls("plan")
+    assert "Your plan does not use example.jpg" in reasked["messages"][-1]["content"]
+    assert reasked["messages"][-2] == {"role": "assistant", "content": IGNORES}
+
+
+@pytest.mark.parametrize("second", [IGNORES, json.dumps([t("no-such-task", text="x")])])
+async def test_the_first_plan_stays_when_the_re_ask_is_no_better(
+    llm_fake: FakeLLM, second: str
+) -> None:
+    llm_fake.reply("plan", IGNORES, second)
+    result = await make_plan(llm_fake.client(), PHOTO_ASK, Usage())
+    assert len(result.attempts) == 2 and result.chosen == 0 and result.failure is None
+    assert result.plan is not None and [p.task for p in result.plan] == ["text-to-speech"]
+
+
+async def test_the_first_plan_stays_when_the_re_ask_fails(llm_fake: FakeLLM) -> None:
+    def then_fail(body: dict[str, Any]) -> str:
+        llm_fake.fail(500, times=5, stage="plan")  # every later plan call
+        return IGNORES
+
+    llm_fake.reply("plan", then_fail)
+    result = await make_plan(llm_fake.client(), PHOTO_ASK, Usage())
+    assert result.llm_error is None and result.plan is not None
+    assert [p.task for p in result.plan] == ["text-to-speech"]
+
+
+async def test_a_plan_using_every_named_file_is_one_call(llm_fake: FakeLLM) -> None:
+    llm_fake.reply("plan", USES)
+    result = await make_plan(llm_fake.client(), PHOTO_ASK, Usage())
+    assert result.plan is not None and len(llm_fake.calls("plan")) == 1
