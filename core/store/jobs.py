@@ -35,6 +35,7 @@ import sqlalchemy as sa
 from core.errors import LeaseLost, StoreRejected
 from core.store.db import Tx, unique_violation
 from core.store.models import StoredJob, utcnow
+from core.store.summaries import UNKNOWN
 from core.types import Resource
 
 if TYPE_CHECKING:
@@ -241,14 +242,35 @@ async def mark_saved(
     owner: str,
     checkpoint: dict[str, Any],
     now: datetime | None = None,
-) -> None:
+) -> dict[str, Any] | None:
     """Store the job's checkpoint in the caller's transaction (the one that
     saves the turn); :class:`LeaseLost` (rolling it back) if ``owner`` no
-    longer holds the job."""
-    params = {"job_id": job_id, "owner": owner, "cp": _clean(checkpoint), "now": now or utcnow()}
+    longer holds the job.  Returns what a finished job keeps of it (once
+    the transaction commits, :meth:`JobStore.finish` need not read it back)."""
+    cp = _clean(checkpoint)
+    params = {"job_id": job_id, "owner": owner, "cp": cp, "now": now or utcnow()}
     result = await s.execute(_MARK_SAVED, params)
     if result.rowcount != 1:  # type: ignore[attr-defined]
         raise LeaseLost(f"job {job_id} is no longer held by {owner}")
+    return _summary(cp)
+
+
+# Accepting and finishing (once per request each): built once, values bound.
+_ACCEPT = sa.insert(_J).returning(*_C)
+_FINISH = (
+    sa.update(_J)
+    .where(_C.id == sa.bindparam("job_id"), _C.lease_owner == _OWNER, _C.state != DONE)
+    .values(
+        state=DONE,
+        lease_owner=None,
+        lease_expires=None,
+        payload=sa.bindparam("payload", type_=_C.payload.type),
+        checkpoint=sa.bindparam("summary", type_=_C.checkpoint.type),
+        error=sa.bindparam("error", type_=_C.error.type),
+        finished_at=_NOW,
+        updated_at=_NOW,
+    )
+)
 
 
 class JobStore:
@@ -311,26 +333,21 @@ class JobStore:
                 existing = (await s.execute(sa.select(_J).where(_C.dedup_key == dedup_key))).first()
                 if existing is not None:
                     return AcceptedRow(_row(existing), fresh=False)
-            row = (
-                await s.execute(
-                    sa.insert(_J)
-                    .values(
-                        kind=kind,
-                        dedup_key=dedup_key,
-                        conversation=conversation,
-                        request_id=request_id,
-                        state=QUEUED,
-                        payload=_clean(payload),
-                        lease_owner=owner,
-                        lease_expires=now + timedelta(seconds=lease),
-                        attempts=0,
-                        upload_bytes=upload_bytes,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                    .returning(*_C)
-                )
-            ).one()
+            values = {
+                "kind": kind,
+                "dedup_key": dedup_key,
+                "conversation": conversation,
+                "request_id": request_id,
+                "state": QUEUED,
+                "payload": _clean(payload),
+                "lease_owner": owner,
+                "lease_expires": now + timedelta(seconds=lease),
+                "attempts": 0,
+                "upload_bytes": upload_bytes,
+                "created_at": now,
+                "updated_at": now,
+            }
+            row = (await s.execute(_ACCEPT, values)).one()
             return AcceptedRow(_row(row), fresh=True)
 
     async def remember(
@@ -526,7 +543,10 @@ class JobStore:
                 params["hold_before"] = hold_before
         async with self._session("claim work", write=True) as s:
             rows = await s.execute(self._claim_statement(shape), params)
-            return sorted((_row(r) for r in rows.all()), key=lambda j: j.id)
+            jobs = sorted((_row(r) for r in rows.all()), key=lambda j: j.id)
+        for job in jobs:  # what finish would read back, as it stands now
+            self.repo.job_summaries.remember(job.id, _summary(job.checkpoint))
+        return jobs
 
     # --- while running ------------------------------------------------------
 
@@ -545,8 +565,10 @@ class JobStore:
         self, job_id: int, *, owner: str, checkpoint: dict[str, Any], now: datetime
     ) -> None:
         """Replace the job's checkpoint (:class:`LeaseLost` if not held)."""
+        self.repo.job_summaries.forget(job_id)  # unknown until the write commits
         async with self._session("checkpoint the request", write=True) as s:
-            await mark_saved(s, job_id, owner, checkpoint, now)
+            summary = await mark_saved(s, job_id, owner, checkpoint, now)
+        self.repo.job_summaries.remember(job_id, summary)
 
     async def set_status_ref(
         self, job_id: int, *, owner: str, ref: dict[str, Any], now: datetime
@@ -561,20 +583,14 @@ class JobStore:
         are dropped but for a summary (the plan, the models, the reply's tasks,
         timings and usage: ``AgentAPI.recall``), the row stays (until pruned)
         so redeliveries are refused."""
-        values: dict[str, Any] = {
-            "state": DONE,
-            "lease_owner": None,
-            "lease_expires": None,
-            "payload": {},
-            "checkpoint": None,
-            "error": error,
-            "finished_at": now,
-            "updated_at": now,
-        }
+        summary = self.repo.job_summaries.pop(job_id)  # as this process last wrote it
         async with self._session("finish the request", write=True) as s:
-            cp = await s.scalar(sa.select(_C.checkpoint).where(_C.id == job_id))
-            values["checkpoint"] = _summary(cp)
-            return await _update_held(s, job_id, owner, values) == 1
+            if summary is UNKNOWN:
+                cp = await s.scalar(sa.select(_C.checkpoint).where(_C.id == job_id))
+                summary = _summary(cp)
+            params = {"job_id": job_id, "owner": owner, "now": now, "error": error}
+            result = await s.execute(_FINISH, {**params, "payload": {}, "summary": summary})
+            return int(result.rowcount) == 1
 
     async def release(self, job_ids: Sequence[int], *, owner: str, now: datetime) -> int:
         """Hand jobs back (queued, no owner) for any process to pick up at once."""

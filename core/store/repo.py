@@ -63,6 +63,7 @@ from core.store.db import (
 from core.store.jobs import JobFence, JobStore, mark_saved
 from core.store.media import MediaStore, PruneReport
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
+from core.store.summaries import JobSummaries
 from core.store.usage import insert_usage
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
 from core.usage import TurnUsage
@@ -307,6 +308,7 @@ class _Attempt:
 
     shape: dict[str, int]
     part: str = "conversation"
+    summary: dict[str, Any] | None = None  # of the job's checkpoint, as written
 
 
 class Repo:
@@ -319,6 +321,8 @@ class Repo:
         # storage path -> absolute path (content-addressed: a stored file's
         # path never changes; reading it checks the path again)
         self._paths: dict[str, Path] = {}
+        # what this process last read or wrote of each job's checkpoint
+        self.job_summaries = JobSummaries()
         now = sa.bindparam("now", type_=_CONV.c.created_at.type)
         self._upsert_conversation = (
             self._insert(_CONV)
@@ -473,11 +477,16 @@ class Repo:
         rid = turn.request.request_id
         shape = dict.fromkeys(_PARTS, 0)
         clashes = 0
+        if turn.job is not None:  # unknown until the turn's transaction commits
+            self.job_summaries.forget(turn.job.job_id)
         while True:
             attempt = _Attempt(dict(shape))
             try:
                 async with self._session("save the turn", write=True) as s:
-                    return await self._save(s, turn, files, storage, attempt)
+                    final = await self._save(s, turn, files, storage, attempt)
+                if turn.job is not None:
+                    self.job_summaries.remember(turn.job.job_id, attempt.summary)
+                return final
             except StoreRejected as exc:
                 cause = exc.__cause__ or exc
                 if unique_violation(cause) and attempt.part == "files":
@@ -605,7 +614,8 @@ class Repo:
         if turn.job is not None:
             attempt.part = "job"
             fence = turn.job
-            await mark_saved(s, fence.job_id, fence.owner, fence.checkpoint(tuple(final)))
+            checkpoint = fence.checkpoint(tuple(final))
+            attempt.summary = await mark_saved(s, fence.job_id, fence.owner, checkpoint)
         attempt.part = "commit"
         if renamed:
             log.info("request %s: handles renamed on save: %s", req.request_id, renamed)
