@@ -195,6 +195,8 @@ def clean_text(value: str, *, ascii_only: bool = False) -> str:
     """``value`` as every backend stores it: without NUL (PostgreSQL refuses
     it in text), a lone surrogate (which has no UTF-8) as U+FFFD; with
     ``ascii_only`` every other non-ASCII character as a backslash escape."""
+    if value.isascii():  # the usual case: nothing but a NUL to drop
+        return value.replace("\x00", "") if "\x00" in value else value
     if "\x00" in value:
         value = value.replace("\x00", "")
     try:
@@ -241,6 +243,20 @@ def clean_json(value: Any, *, ascii_only: bool = False, depth: int = 0) -> Any:
     """A JSON value every backend takes: strings and keys through
     :func:`clean_text`, NaN and ±infinity as null, tuples as lists, anything
     else (paths, numpy scalars) as its ``str()``."""
+    kind = type(value)
+    if kind is str:
+        return clean_text(value, ascii_only=ascii_only)
+    if kind is dict and depth < JSON_DEPTH:  # the usual containers, without the checks below
+        return {
+            (
+                k
+                if type(k) is str and k.isascii() and "\x00" not in k
+                else _json_key(k, ascii_only)
+            ): clean_json(v, ascii_only=ascii_only, depth=depth + 1)
+            for k, v in value.items()
+        }
+    if kind is list and depth < JSON_DEPTH:
+        return [clean_json(v, ascii_only=ascii_only, depth=depth + 1) for v in value]
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
