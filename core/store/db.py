@@ -19,7 +19,8 @@ each store call opens a session, runs its statements and gives it back.
 The hot paths (a request's history, its turn, its job's checkpoints) run on
 a Core connection (:meth:`Database.connection`) rather than an ORM session:
 they use no ORM feature, and a session costs about a third more CPU per
-transaction.  PostgreSQL connections are pinged before use only when they
+transaction.  SQLite statements take one call on aiosqlite's thread each
+(:mod:`core.store.sqlite_driver`).  PostgreSQL connections are pinged before use only when they
 have sat idle in the pool for ``ping_after`` seconds (SQLAlchemy's
 ``pool_pre_ping`` pings on every checkout: a round trip in front of each of
 a request's transactions); a stale one is replaced the same way.
@@ -58,6 +59,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import StoreRejected, StoreUnavailable
+from core.store.sqlite_driver import one_call_dbapi
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -248,11 +250,14 @@ class Database:
         self.url = make_url(url)
         self.dialect = self.url.get_backend_name()
         connect_args: dict[str, Any] = {}
+        engine_args: dict[str, Any] = {}
         if self.dialect == "sqlite":
             if schema is not None:
                 raise ValueError("schema= is for PostgreSQL; SQLite has one schema per file")
             ensure_sqlite_dir(self.url)
             connect_args["timeout"] = connect_timeout
+            if self.url.drivername == "sqlite+aiosqlite" and (dbapi := one_call_dbapi()):
+                engine_args["module"] = dbapi  # one thread call per statement
         elif self.url.drivername == "postgresql+asyncpg":
             connect_args["timeout"] = connect_timeout
             if schema is not None:
@@ -272,7 +277,7 @@ class Database:
             # own timeout is only a backstop.
             pool_args = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": pool_timeout}
         self.engine: AsyncEngine = create_async_engine(
-            self.url, echo=echo, connect_args=connect_args, **pool_args
+            self.url, echo=echo, connect_args=connect_args, **pool_args, **engine_args
         )
         if self.dialect != "sqlite":
             _ping_when_idle(self.engine, ping_after, clock)
