@@ -438,7 +438,7 @@ async def _profile(agent: Any, fakes: Fakes, path: str, n: int) -> None:
     try:
         from pyinstrument import Profiler
     except ImportError:
-        say("profile: pyinstrument is not installed; skipped")
+        await _sampled(agent, fakes, path, n)
         return
     for where, adapter in (("direct", None), ("job queue", BenchAdapter(agent))):
         profiler = Profiler(interval=0.0005, async_mode="disabled")
@@ -451,6 +451,23 @@ async def _profile(agent: Any, fakes: Fakes, path: str, n: int) -> None:
         )
         out.with_suffix(".html").write_text(profiler.output_html(), encoding="utf-8")
         say(f"profile of {n} requests ({where}) written to {out}")
+
+
+async def _sampled(agent: Any, fakes: Fakes, path: str, n: int) -> None:
+    """:func:`_profile` without pyinstrument: the CPU-time sampler of
+    :mod:`benchmarks.cpu_sampler` over ``4 n`` requests (its tick is coarse)."""
+    from benchmarks.cpu_sampler import CpuSampler
+
+    for where, adapter in (("direct", None), ("job queue", BenchAdapter(agent))):
+        sampler = CpuSampler()
+        sampler.start()
+        try:
+            await _cpu_loop(agent, fakes, f"prof{where[0]}", 4 * n, warm=0, adapter=adapter)
+        finally:
+            sampler.stop()
+        out = Path(path) if adapter is not None else Path(path).with_suffix(".direct.txt")
+        sampler.write(out)
+        say(f"profile of {4 * n} requests ({where}, CPU-time samples) written to {out}")
 
 
 class _store:
