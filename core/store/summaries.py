@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-LIMIT = 4096  # jobs remembered at once (one per running request is enough)
+LIMIT = 1024  # jobs remembered at once (one per running request; past it, finish reads)
 
 
 class _Unknown:
