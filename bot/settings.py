@@ -108,7 +108,7 @@ class LLMSettings(BaseModel):
     # one stage's whole budget (retries and a re-ask included)
     llm_timeout: Annotated[float, Into("llm", "timeout")] = 120.0
     llm_max_retries: Annotated[int, Into("llm", "max_retries")] = 2
-    # unset: no sampling parameter is sent
+    # unset: no sampling parameter is sent (plans and model choices at 0 on llama.cpp)
     llm_temperature: Annotated[float | None, Into("llm", "temperature")] = None
     # minimal | low | medium | high, where supported
     llm_reasoning_effort: Annotated[str | None, Into("llm", "reasoning_effort")] = None
