@@ -3,6 +3,7 @@ fake server dropped there is available to all tests as a fixture."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,3 +16,14 @@ pytest_plugins = sorted(
     for p in (Path(__file__).parent / "fakes").glob("*.py")
     if p.stem != "__init__" and not p.stem.startswith("test_")
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a shell without job control (``cmd &``,
+    ``nohup … &``, a CI runner's script) inherits SIGINT ignored, and so would
+    every ``python -m bot`` a test starts: the Ctrl-C tests would then wait for a
+    process that cannot hear them.  The suite takes Python's default back, so the
+    processes it starts do too (an ignored signal stays ignored across exec; a
+    handled one is reset to the default)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
