@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,23 @@ ITEMS = sa.Table(
 async def db(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Database]:
-    """The store's SQLite, and the same on SQLAlchemy's own adapter: every
-    test but the first reads the same on both."""
+    """The store's SQLite, and the same on SQLAlchemy's own adapter: the tests
+    that take it read the same on both."""
     if request.param == "stock":
         monkeypatch.setattr("core.store.db.one_call_dbapi", lambda: None)
+    async with _items_db(tmp_path) as database:
+        yield database
+
+
+@pytest.fixture
+async def one_call_db(tmp_path: Path) -> AsyncIterator[Database]:
+    """The store's SQLite on the one-call adapter only."""
+    async with _items_db(tmp_path) as database:
+        yield database
+
+
+@asynccontextmanager
+async def _items_db(tmp_path: Path) -> AsyncIterator[Database]:
     async with Database(sqlite_url(tmp_path / "driver.db")) as database:
         async with database.engine.begin() as conn:
             await conn.run_sync(ITEMS.metadata.create_all)
@@ -46,10 +60,10 @@ def test_the_store_uses_it_on_sqlite(tmp_path: Path) -> None:
 
 
 async def test_each_statement_is_one_call_on_the_thread(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    one_call_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if db.engine.dialect.dbapi is not one_call_dbapi():
-        pytest.skip("the stock adapter makes three or four")
+    db = one_call_db
+    assert db.engine.dialect.dbapi is one_call_dbapi()
     calls: list[str] = []
     original = aiosqlite.Connection._execute
 
