@@ -82,6 +82,12 @@ class PlanAsk:
     max_tokens: int | None = None  # None: planning_token_cap
     needs_models: bool = False  # the person sent files: [] is no answer to a re-ask
 
+    @property
+    def own_text(self) -> str:
+        """The person's own words (the request and the chat log): what a plan
+        may repeat without copying or looping."""
+        return "\n".join([self.request_text, *(t for _, t in self.chat_log)])
+
 
 @dataclass(slots=True)
 class PlanResult:
@@ -172,9 +178,8 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
         files=files,
         text_chars=text_limit(len(ask.request_text), log_chars),
     )
-    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
     try:
-        first = await _attempt(llm, messages, schema, ask, usage, demos, own_text)
+        first = await _attempt(llm, messages, schema, ask, usage, demos)
         result.attempts.append(first)
         _log(label, 1, first)
         if first.error is None:
@@ -192,7 +197,7 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
         again = reask_messages(
             messages, first.answer, first.error, empty_is_wrong=had_tasks or ask.needs_models
         )
-        second = await _attempt(llm, again, schema, ask, usage, demos, own_text)
+        second = await _attempt(llm, again, schema, ask, usage, demos)
         if second.error is None and not second.plan and had_tasks:
             second = replace(second, error=EMPTIED)
         result.attempts.append(second)
@@ -236,9 +241,8 @@ async def _use_named_files(
         f"file to the task that works on it. {RETRY_HINT}"
     )
     again = reask_messages(messages, first.answer, error, empty_is_wrong=True)
-    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
     try:
-        second = await _attempt(llm, again, schema, ask, usage, demos, own_text)
+        second = await _attempt(llm, again, schema, ask, usage, demos)
     except RunFailed as e:
         log.info("%s: plan 1 kept (%s unused); asking again failed: %s",
                  label, ", ".join(unused), e)  # fmt: skip
@@ -259,7 +263,6 @@ async def _attempt(
     ask: PlanAsk,
     usage: Usage,
     demos: Sequence[Demo],
-    own_text: str,
 ) -> PlanAttempt:
     """One call and its answer judged; a reasoning model that thought the
     whole cap away is asked again once with room to think."""
@@ -267,7 +270,7 @@ async def _attempt(
         cap = ask.max_tokens or planning_token_cap(
             ask.max_tasks, len(ask.request_text), reasoning=llm.reasons
         )
-        guard = LoopGuard(ask.max_tasks, own_text)
+        guard = LoopGuard(ask.max_tasks, ask.own_text)
         spent = usage.completion_tokens
         try:
             answer = await llm.complete(
@@ -322,9 +325,8 @@ def judge(answer: str, ask: PlanAsk, demos: Sequence[Demo] = ()) -> PlanAttempt:
     except PlanError as e:
         return PlanAttempt(answer, None, (), str(e))
     done = (answer, tuple(plan), tuple(repairs))
-    own_text = "\n".join([ask.request_text, *(t for _, t in ask.chat_log)])
     values = [v for d in drafts for v in d.args.values()]  # as written: before the repairs
-    copied = copied_demo(values, demos, own_text=own_text, handles=list(ask.handles))
+    copied = copied_demo(values, demos, own_text=ask.own_text, handles=list(ask.handles))
     if copied is not None:
         phrase, demo = copied
         error = (
