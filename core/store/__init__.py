@@ -7,12 +7,12 @@ root, ``await db.upgrade()`` once, and talk to them through :class:`Repo`.
 from core.store.db import Database, alembic_config
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
-from core.store.repo import History, HistoryTurn, Repo, TurnRecord
+from core.store.repo import History, HistoryMessage, Repo, TurnRecord
 
 __all__ = [
     "Database",
     "History",
-    "HistoryTurn",
+    "HistoryMessage",
     "MediaStore",
     "Repo",
     "TurnRecord",

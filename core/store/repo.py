@@ -41,7 +41,6 @@ import json
 import logging
 import math
 import operator
-import time
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from core.clock import SYSTEM_CLOCK, Clock, utc
 from core.errors import StoreConflict, StoreRejected
 from core.store.db import (
     DB_ERRORS,
@@ -62,7 +62,7 @@ from core.store.db import (
 )
 from core.store.jobs import JobFence, JobStore, mark_saved
 from core.store.media import MediaStore, PruneReport
-from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun, utcnow
+from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun
 from core.store.summaries import JobSummaries
 from core.store.usage import insert_usage
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
@@ -76,7 +76,7 @@ SAVE_ATTEMPTS = 3  # a handle clash with a concurrent writer is retried this oft
 
 
 @dataclass(frozen=True)
-class HistoryTurn:
+class HistoryMessage:
     role: str  # user | assistant
     text: str
     user_id: str | None
@@ -86,7 +86,7 @@ class HistoryTurn:
 
 @dataclass(frozen=True)
 class History:
-    turns: list[HistoryTurn]
+    turns: list[HistoryMessage]
     resources: dict[str, Resource]  # handle -> Resource (absolute path)
 
 
@@ -328,9 +328,10 @@ class _Attempt:
 
 
 class Repo:
-    def __init__(self, db: Database, media: MediaStore) -> None:
+    def __init__(self, db: Database, media: MediaStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.media = media
+        self.clock = clock
         self._last_prune = float("-inf")
         # SQLite has one writer at a time: queue this process's writers here
         # instead of letting them spin on the file lock (busy_timeout).
@@ -431,7 +432,7 @@ class Repo:
         for row in own:
             handles.setdefault(row.message_id, []).append(row.handle)
         history = [
-            HistoryTurn(
+            HistoryMessage(
                 role=m.role,
                 text=m.text,
                 user_id=m.user_id,
@@ -543,7 +544,7 @@ class Repo:
         req, reply = turn.request, turn.reply
         shape = attempt.shape
         key = fit_key(req.conversation)
-        now = utcnow()
+        now = utc(self.clock)
         # Upsert first: it takes the row (PG) or the write lock (SQLite), so
         # concurrent writers to one conversation serialise from here on.
         attempt.part = "conversation"
@@ -648,9 +649,8 @@ class Repo:
             f"request {request_id}: the {which} already taken in {key}; the turn is not saved"
         )
 
-    @staticmethod
     def _message(
-        cid: int, request_id: str, role: str, user_id: str | None, text: str, level: int
+        self, cid: int, request_id: str, role: str, user_id: str | None, text: str, level: int
     ) -> dict[str, Any]:
         """A ``messages`` row."""
         ascii_only = level >= 1
@@ -662,7 +662,7 @@ class Repo:
             "text": NOT_STORED.format(n=len(text))
             if level >= 2
             else clean_text(text, ascii_only=ascii_only),
-            "created_at": utcnow(),
+            "created_at": utc(self.clock),
         }
 
     @staticmethod
@@ -757,7 +757,7 @@ class Repo:
         """Record a platform event; False if it was already recorded (a
         redelivery, here or in another replica)."""
         source, event_id = fit(source, _EVENT["source"]), fit(event_id, _EVENT["event_id"])
-        now = utcnow()
+        now = utc(self.clock)
         async with self._session("record the event", write=True) as s:
             result = await s.execute(
                 self._insert(ProcessedEvent)
@@ -765,8 +765,8 @@ class Repo:
                 .on_conflict_do_nothing(index_elements=["source", "event_id"])
             )
             claimed = bool(result.rowcount == 1)  # type: ignore[attr-defined]
-            if time.monotonic() - self._last_prune >= PRUNE_EVERY:
-                self._last_prune = time.monotonic()
+            if self.clock.monotonic() - self._last_prune >= PRUNE_EVERY:
+                self._last_prune = self.clock.monotonic()
                 await s.execute(
                     sa.delete(ProcessedEvent).where(ProcessedEvent.created_at < now - EVENT_TTL)
                 )

@@ -11,8 +11,10 @@ import sqlalchemy as sa
 from core.errors import StoreConflict
 from core.store import Database, MediaStore, Repo
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun
+from core.store.repo import EVENT_TTL, PRUNE_EVERY
 from core.types import ConversationKey, Resource
 from tests.core.store.builders import CHANNEL, THREAD, stored, task, turn
+from tests.fakes.clock import FakeClock
 
 
 async def count(db: Database, model: type) -> int:
@@ -229,6 +231,28 @@ async def test_claim_event_prunes_old_rows(repo: Repo) -> None:
     async with repo.db.sessions() as s:
         ids = set((await s.scalars(sa.select(ProcessedEvent.event_id))).all())
     assert ids == {"new"}
+
+
+async def test_claim_event_prunes_on_the_repos_clock(
+    database: Database, media_store: MediaStore
+) -> None:
+    """Events older than EVENT_TTL on the repo's clock go, at most once per
+    PRUNE_EVERY of its monotonic time."""
+    clock = FakeClock(wall=1_800_000_000.0)
+    repo = Repo(database, media_store, clock=clock)
+    assert await repo.claim_event("slack", "first")  # prunes (nothing yet)
+    clock.advance(EVENT_TTL.total_seconds() + 60)
+    assert await repo.claim_event("slack", "second")  # a day later: "first" goes
+    clock.advance(PRUNE_EVERY - 1)
+    assert await repo.claim_event("slack", "third")  # "second" is old too, but too soon
+    async with repo.db.sessions() as s:
+        rows = (
+            await s.execute(sa.select(ProcessedEvent.event_id, ProcessedEvent.created_at))
+        ).all()
+    assert {r.event_id for r in rows} == {"second", "third"}
+    assert {r.event_id: r.created_at.replace(tzinfo=UTC) for r in rows}[
+        "second"
+    ] == datetime.fromtimestamp(1_800_000_000.0 + EVENT_TTL.total_seconds() + 60, UTC)
 
 
 async def test_read_refuses_a_path_outside_media(repo: Repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
