@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bot.app import open_agent  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.settings import Settings, env_names  # noqa: E402
 from core.catalog import Catalog  # noqa: E402
 from core.types import (  # noqa: E402
     AgentAPI,
@@ -172,7 +172,7 @@ def bench_env(tmp: Path, urls: FakeURLs, base: dict[str, str]) -> dict[str, str]
 
 def settings_env_names() -> set[str]:
     """Environment variables the bot's settings read (to keep them out of the children)."""
-    return {name.upper() for name in Settings.model_fields}
+    return set(env_names())
 
 
 @asynccontextmanager

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.chaos import TallySlack, _free_port  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot import settings  # noqa: E402
 from tests.fakes.agent_fixture import write_test_catalog  # noqa: E402
 from tests.fakes.process_env import clean_env  # noqa: E402
 from tests.fakes.slack_fake import (  # noqa: E402
@@ -83,10 +83,6 @@ def memory_kb(pid: int) -> dict[str, int]:
 async def control(http: aiohttp.ClientSession, url: str, path: str, body: dict[str, Any]) -> None:
     async with http.post(f"{url}{path}", json=body) as response:
         response.raise_for_status()
-
-
-def default_of(name: str) -> Any:
-    return Settings.model_fields[name].default
 
 
 def admission_env(inflight: int | None, upload_mb: float | None) -> dict[str, str]:
@@ -172,8 +168,8 @@ async def one_run(
             queued = sum(1 for t in slack.texts() if "Queued" in t or "ahead of you" in t)
             tracebacks = log.read_text(errors="replace").count("Traceback")
     return {
-        "inflight": default_of("max_inflight_requests") if inflight is None else inflight,
-        "upload_mb": default_of("max_inflight_upload_mb") if upload_mb is None else upload_mb,
+        "inflight": settings.default("MAX_INFLIGHT_REQUESTS") if inflight is None else inflight,
+        "upload_mb": settings.default("MAX_INFLIGHT_UPLOAD_MB") if upload_mb is None else upload_mb,
         "defaults": inflight is None and upload_mb is None,
         "requests": args.requests,
         "rss_at_rest_mb": round(rest / 1024),

@@ -346,9 +346,9 @@ class HFService:
 
 def bot_env(server: LlamaServer, hf: HFService, data_dir: Path) -> dict[str, str]:
     """The environment of ``python -m bot``: nothing the settings read from ours."""
-    from bot.settings import Settings
+    from bot.settings import env_names
 
-    names = {name.upper() for name in Settings.model_fields}
+    names = set(env_names())
     env = {k: v for k, v in os.environ.items() if k not in names}
     env.update(
         OPENAI_BASE_URL=server.v1,

@@ -257,11 +257,11 @@ def _settings_problem(e: Exception) -> str:
     """``SLACK_HTTP_PORT: Input should be a valid integer…`` for each bad variable."""
     from pydantic import ValidationError
 
+    from bot.settings import env_name
+
     if not isinstance(e, ValidationError):
         return _one_line(e)
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in e.errors()
-    )
+    return "; ".join(f"{env_name(err['loc'])}: {err['msg']}" for err in e.errors())
 
 
 def failure(e: BotError) -> tuple[int, str]:
@@ -371,7 +371,7 @@ def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> in
         _warm_up_early()
     try:
         if args.command in _USES_DATABASE:
-            _check_database_url(settings.database_url)
+            _check_database_url(settings.store.database_url)
         return asyncio.run(_main(args, settings))
     except BotError as e:
         return _fail(args, *failure(e))

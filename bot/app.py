@@ -52,16 +52,18 @@ def llm_endpoint(settings: Settings) -> LLMEndpoint:
     """OPENAI_API_KEY (OpenAI, or OPENAI_BASE_URL) > OPENAI_BASE_URL alone (a
     local server) > HF_TOKEN alone (the Hugging Face router); LLM_MODEL
     overrides the default model of each.  ConfigError when none is set."""
-    openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    openai_key = (
+        settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key else ""
+    )
     if openai_key:
-        model = settings.llm_model or DEFAULT_OPENAI_MODEL
-        return LLMEndpoint(openai_key, settings.openai_base_url, model)
-    if settings.openai_base_url:
-        return LLMEndpoint("", settings.openai_base_url, settings.llm_model)
-    hf_token = settings.hf_token.get_secret_value() if settings.hf_token else ""
+        model = settings.llm.model or DEFAULT_OPENAI_MODEL
+        return LLMEndpoint(openai_key, settings.llm.openai_base_url, model)
+    if settings.llm.openai_base_url:
+        return LLMEndpoint("", settings.llm.openai_base_url, settings.llm.model)
+    hf_token = settings.hf.token.get_secret_value() if settings.hf.token else ""
     if hf_token:
-        base = f"{settings.hf_router_url.rstrip('/')}/v1"
-        return LLMEndpoint(hf_token, base, settings.llm_model or DEFAULT_HF_MODEL, hf_router=True)
+        base = f"{settings.hf.router_url.rstrip('/')}/v1"
+        return LLMEndpoint(hf_token, base, settings.llm.model or DEFAULT_HF_MODEL, hf_router=True)
     raise ConfigError(
         "No language model configured: set HF_TOKEN (a Hugging Face token is enough) or "
         "OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server such as "
@@ -95,34 +97,34 @@ def task_timeouts(settings: Settings) -> TaskTimeouts:
 
 
 def router_from_settings(settings: Settings) -> ExpertRouter:
-    token = settings.hf_token.get_secret_value() if settings.hf_token else None
+    token = settings.hf.token.get_secret_value() if settings.hf.token else None
     # huggingface_hub reads the router and Hub addresses from module constants
-    configure_providers(router_url=settings.hf_router_url, hub_url=settings.hf_endpoint)
+    configure_providers(router_url=settings.hf.router_url, hub_url=settings.hf.endpoint)
     remote = RemoteExpert(
         token=token,
-        base_url=settings.hf_inference_url,
-        provider=settings.hf_provider,
+        base_url=settings.hf.inference_url,
+        provider=settings.hf.provider,
         timeouts=task_timeouts(settings),
     )
     local = None
-    if settings.inference_mode in ("local", "hybrid"):
+    if settings.hf.inference_mode in ("local", "hybrid"):
         from core.experts.local import LocalExpert
 
         local = LocalExpert(
-            hub_endpoint=settings.hf_endpoint,
+            hub_endpoint=settings.hf.endpoint,
             hub_token=token,
             **settings.into("local"),  # the LOCAL_* settings
         )
-    return ExpertRouter(settings.inference_mode, remote=remote, local=local)
+    return ExpertRouter(settings.hf.inference_mode, remote=remote, local=local)
 
 
 def discord_config(settings: Settings) -> DiscordConfig:
-    """The Discord adapter's config from the ``discord_*`` settings (adapters
+    """The Discord adapter's config from ``settings.discord`` (adapters
     never read the bot's settings themselves)."""
     from adapters.discord.access import AccessPolicy
     from adapters.discord.config import DiscordConfig
 
-    token = settings.discord_bot_token
+    token = settings.discord.bot_token
     return DiscordConfig(
         token=token.get_secret_value() if token is not None else None,
         access=AccessPolicy(**settings.into("access")),
@@ -131,18 +133,18 @@ def discord_config(settings: Settings) -> DiscordConfig:
 
 
 def slack_config(settings: Settings) -> SlackConfig:
-    """The Slack adapter's config from the ``slack_*`` settings; a
+    """The Slack adapter's config from ``settings.slack``; a
     :class:`ConfigError` saying what to set when a token is missing."""
     from adapters.slack.config import SlackConfig
 
-    token = _secret(settings.slack_bot_token)
+    token = _secret(settings.slack.bot_token)
     if not token:
         raise ConfigError(
             "SLACK_BOT_TOKEN is not set: create the app from "
             "adapters/slack_manifest.yaml, install it and copy the xoxb- token."
         )
-    app_token = _secret(settings.slack_app_token)
-    secret = _secret(settings.slack_signing_secret)
+    app_token = _secret(settings.slack.app_token)
+    secret = _secret(settings.slack.signing_secret)
     if not app_token and not secret:
         raise ConfigError(
             "Set SLACK_APP_TOKEN (xapp-…, Socket Mode) or SLACK_SIGNING_SECRET "
@@ -161,15 +163,15 @@ def _secret(value: SecretStr | None) -> str | None:
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[tuple[Database, Repo, MediaStore]]:
     """The database (migrated to head) and the media directory."""
-    log.info("data directory %s (%s)", settings.data_dir, settings.data_dir_origin)
+    log.info("data directory %s (%s)", settings.store.data_dir, settings.store.data_dir_origin)
     db = Database(
-        settings.database_url,
-        pool_size=settings.database_pool_size,
-        pool_timeout=settings.database_pool_timeout,
+        settings.store.database_url,
+        pool_size=settings.store.database_pool_size,
+        pool_timeout=settings.store.database_pool_timeout,
     )
     try:
         await db.ensure_schema()  # one query when already at head
-        media = MediaStore(settings.media_path)
+        media = MediaStore(settings.store.media_path)
         yield db, Repo(db, media), media
     finally:
         await db.aclose()
@@ -181,14 +183,14 @@ async def open_agent(settings: Settings) -> AsyncIterator[Agent]:
         # /metrics when METRICS_PORT is set; spans when OTEL_EXPORTER_OTLP_ENDPOINT is
         stack.enter_context(
             serving(
-                metrics_port=settings.metrics_port,
-                metrics_host=settings.metrics_host,
-                otlp_endpoint=settings.otel_exporter_otlp_endpoint,
+                metrics_port=settings.process.metrics_port,
+                metrics_host=settings.process.metrics_host,
+                otlp_endpoint=settings.process.otel_exporter_otlp_endpoint,
             )
         )
         llm = llm_from_settings(settings)
         stack.push_async_callback(llm.aclose)
-        catalog = Catalog.load(settings.model_catalog)
+        catalog = Catalog.load(settings.selection.model_catalog)
         _db, repo, media = await stack.enter_async_context(open_store(settings))
         router = router_from_settings(settings)
         for expert in (router.remote, router.local):
@@ -208,8 +210,8 @@ async def open_agent(settings: Settings) -> AsyncIterator[Agent]:
             "agent ready: llm=%s at %s, inference=%s, selection=%s, store=%s",
             llm.model or "(the first model the server lists)",
             llm.host,
-            settings.inference_mode,
-            settings.model_selection,
-            urlsplit(settings.database_url).scheme,
+            settings.hf.inference_mode,
+            settings.selection.model_selection,
+            urlsplit(settings.store.database_url).scheme,
         )
         yield agent

@@ -44,7 +44,7 @@ async def ask(args: argparse.Namespace, settings: Settings) -> int:
             files=args.file,
             conversation=args.conversation,
             as_json=args.json,
-            max_bytes=settings.max_attachment_bytes,
+            max_bytes=settings.input.max_attachment_bytes,
         )
 
 
@@ -53,7 +53,7 @@ async def chat(args: argparse.Namespace, settings: Settings) -> int:
 
     async with open_agent(settings) as agent:
         return await cli.chat(
-            agent, conversation=args.conversation, max_bytes=settings.max_attachment_bytes
+            agent, conversation=args.conversation, max_bytes=settings.input.max_attachment_bytes
         )
 
 
@@ -63,9 +63,9 @@ def _targets(target: str, settings: Settings) -> list[str]:
     if target != "auto":
         return [target]
     found = []
-    if settings.discord_bot_token:
+    if settings.discord.bot_token:
         found.append("discord")
-    if settings.slack_bot_token:
+    if settings.slack.bot_token:
         found.append("slack")
     return found or ["cli"]
 
@@ -80,9 +80,9 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
                 file=sys.stderr,
             )
         return await chat(argparse.Namespace(conversation="default"), settings)
-    if "discord" in targets and not settings.discord_bot_token:
+    if "discord" in targets and not settings.discord.bot_token:
         raise ConfigError("Set DISCORD_BOT_TOKEN (or DISCORD_TOKEN) to run the Discord bot.")
-    if "slack" in targets and not settings.slack_bot_token:
+    if "slack" in targets and not settings.slack.bot_token:
         raise ConfigError("Set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET).")
     # The rest of each platform's settings, in one line before anything starts.
     discord_conf = discord_config(settings) if "discord" in targets else None
@@ -93,7 +93,7 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
         async def drain() -> None:
             running = agent.begin_shutdown()
             log.info("shutting down: finishing %d running request(s)", running)
-            if not await agent.drain(settings.shutdown_grace):
+            if not await agent.drain(settings.process.shutdown_grace):
                 # Models may take minutes: tell each person the bot is restarting and
                 # will finish, and release their jobs for the next process to resume.
                 stopped = await agent.interrupt()
@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
                     "shutdown: %d request(s) still running after %.0fs; handed on to the "
                     "next process",
                     stopped,
-                    settings.shutdown_grace,
+                    settings.process.shutdown_grace,
                 )
 
         lifecycle.before_stop(drain)
@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
             feedback = FeedbackStore(agent.repo.db)
             runners.append(run_slack(agent, slack_conf, feedback=feedback))
         # the container's health check (python -m bot.health) reads its heartbeat
-        async with heartbeat(settings.data_dir or Path(".")), asyncio.TaskGroup() as tg:
+        async with heartbeat(settings.store.data_dir or Path(".")), asyncio.TaskGroup() as tg:
             for r in runners:
                 tg.create_task(r)
     return 0
@@ -127,11 +127,13 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
 async def db(args: argparse.Namespace, settings: Settings) -> int:
     async with open_store(settings) as (_db, repo, _media):
         if args.action == "prune-media":
-            report = await repo.prune_media(older_than=settings.prune_min_age)
-            for line in prune_summary(report, settings.media_dir, settings.prune_min_age):
+            report = await repo.prune_media(older_than=settings.store.prune_min_age)
+            for line in prune_summary(
+                report, settings.store.media_dir, settings.store.prune_min_age
+            ):
                 print(line)
             return 0
-    print(f"database at {settings.database_url.split('@')[-1]} is at the latest revision")
+    print(f"database at {settings.store.database_url.split('@')[-1]} is at the latest revision")
     return 0
 
 
@@ -186,24 +188,28 @@ async def models(args: argparse.Namespace, settings: Settings) -> int:
         from core.catalog_refresh import refresh_catalog, write_catalog
         from core.tasks import TASKS
 
-        token = settings.hf_token.get_secret_value() if settings.hf_token else None
+        token = settings.hf.token.get_secret_value() if settings.hf.token else None
         catalog = await refresh_catalog(
-            endpoint=settings.hf_endpoint,
+            endpoint=settings.hf.endpoint,
             token=token,
             tasks=list(TASKS),
             per_task=args.per_task,
-            provider=settings.hf_provider,
+            provider=settings.hf.provider,
         )
-        out = Path(args.output or settings.model_catalog or settings.data_path / "catalog.jsonl")
+        out = Path(
+            args.output
+            or settings.selection.model_catalog
+            or settings.store.data_path / "catalog.jsonl"
+        )
         write_catalog(catalog, out)
         n = len(catalog.all())
         print(f"wrote {n} models for {len(catalog.tasks())} tasks to {out}")
-        if not settings.model_catalog or Path(settings.model_catalog) != out:
+        if not settings.selection.model_catalog or Path(settings.selection.model_catalog) != out:
             print(f"use it with MODEL_CATALOG={out}")
         return 0
     from core.tasks import canonical_task
 
-    catalog = Catalog.load(settings.model_catalog)
+    catalog = Catalog.load(settings.selection.model_catalog)
     router = router_from_settings(settings)
     only = canonical_task(args.task) if args.task else None
     try:
@@ -212,7 +218,8 @@ async def models(args: argparse.Namespace, settings: Settings) -> int:
                 continue
             if a.backends:
                 shown = [
-                    _model_line(catalog, router, a.task, m) for m in a.models[: settings.top_k]
+                    _model_line(catalog, router, a.task, m)
+                    for m in a.models[: settings.selection.top_k]
                 ]
                 print(f"{a.task:32} {'+'.join(a.backends):14} {', '.join(shown)}")
             else:
@@ -250,7 +257,7 @@ def _model_line(catalog: Catalog, router: ExpertRouter, task: str, model_id: str
 
 
 async def discord(args: argparse.Namespace, settings: Settings) -> int:
-    if not settings.discord_bot_token:
+    if not settings.discord.bot_token:
         raise ConfigError("Set DISCORD_BOT_TOKEN (or DISCORD_TOKEN) to sync Discord commands.")
     from adapters.discord import sync_commands
 

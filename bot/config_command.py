@@ -54,7 +54,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         server = ServerKey.parse(args.server) if args.server else None
     except SettingError as e:
         return _refused(e)
-    catalog = Catalog.load(settings.model_catalog) if args.action == "set" else None
+    catalog = Catalog.load(settings.selection.model_catalog) if args.action == "set" else None
     by = f"cli:{_operator()}"
     async with open_store(settings) as (db, _repo, _media):
         service = ServerSettingsService(ServerSettingsStore(db), catalog=catalog)
@@ -123,10 +123,10 @@ def describe(s: ServerSettings, settings: Settings) -> list[str]:
 
     inherited = {
         "llm_model": _deployment_llm(settings),
-        "model_selection": settings.model_selection,
+        "model_selection": settings.selection.model_selection,
         "allowed_tasks": "every task the deployment runs",
         "language": "the language of the request",
-        **{key: str(getattr(settings, key)) for key in QUOTA_KEYS},
+        **{key: str(getattr(settings.quotas, key)) for key in QUOTA_KEYS},
     }
     stored = s.stored()
     width = max(len(k) for k in (*inherited, "pinned_model.TASK"))

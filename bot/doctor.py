@@ -79,8 +79,8 @@ class Hub:
     """The Hub, asked once (when a check needs it) and remembered."""
 
     def __init__(self, settings: Settings, timeout: float) -> None:
-        self.endpoint = settings.hf_endpoint
-        self.token = settings.hf_token.get_secret_value() if settings.hf_token else None
+        self.endpoint = settings.hf.endpoint
+        self.token = settings.hf.token.get_secret_value() if settings.hf.token else None
         self.timeout = timeout
         self._answer: HubAnswer | None = None
 
@@ -103,7 +103,7 @@ class Hub:
 async def _hf_token(settings: Settings, hub: Hub, report: Report) -> None:
     """The token the models (and maybe the controller) run with: who it is."""
     if not hub.token:
-        needed = settings.inference_mode != "local" and not settings.hf_inference_url
+        needed = settings.hf.inference_mode != "local" and not settings.hf.inference_url
         report.line(
             not needed,
             "hf token",
@@ -117,7 +117,7 @@ async def _hf_token(settings: Settings, hub: Hub, report: Report) -> None:
         report.line(
             False,
             "hf token",
-            f"not checked: the Hub at {settings.hf_endpoint} {said.problem}: {HUB_HINT}",
+            f"not checked: the Hub at {settings.hf.endpoint} {said.problem}: {HUB_HINT}",
         )
     elif said.status in (401, 403):
         report.line(
@@ -159,7 +159,7 @@ async def _inference(settings: Settings, catalog: Catalog, hub: Hub, report: Rep
     router = router_from_settings(settings)
     try:
         offered = router.runnable_tasks(catalog)
-        lookups = hub_lookups(router, catalog, settings.top_k)
+        lookups = hub_lookups(router, catalog, settings.selection.top_k)
         skipped = await hub.unusable() if lookups else None
         if skipped is not None:
             (why, what_to_do), models = skipped, sum(lookups.values())
@@ -170,7 +170,7 @@ async def _inference(settings: Settings, catalog: Catalog, hub: Hub, report: Rep
                 f"{_count(len(lookups), 'task')}: {what_to_do}",
             )
             return
-        verified = await router.verify(catalog, settings.top_k)
+        verified = await router.verify(catalog, settings.selection.top_k)
     finally:
         for expert in (router.remote, router.local):
             if expert is not None:
@@ -192,7 +192,7 @@ async def _llm(settings: Settings, report: Report, budget: float) -> None:
         return
     try:
         async with asyncio.timeout(budget):
-            problems, found = await _llm_problems(llm, min(settings.llm_timeout, budget))
+            problems, found = await _llm_problems(llm, min(settings.llm.timeout, budget))
     except TimeoutError:
         problems = [
             f"The language model at {llm.host} did not answer within {budget:g} s: "
@@ -268,7 +268,7 @@ async def run(
     hub = Hub(settings, hub_timeout)
     await _hf_token(settings, hub, report)
     try:
-        catalog = Catalog.load(settings.model_catalog)
+        catalog = Catalog.load(settings.selection.model_catalog)
         report.line(
             True, "catalog", f"{len(catalog.all())} models for {len(catalog.tasks())} tasks"
         )
@@ -276,6 +276,6 @@ async def run(
         report.line(False, "catalog", str(e))
     else:
         await _inference(settings, catalog, hub, report)
-    report.line(True, "discord", "token set" if settings.discord_bot_token else "not configured")
-    report.line(True, "slack", "token set" if settings.slack_bot_token else "not configured")
+    report.line(True, "discord", "token set" if settings.discord.bot_token else "not configured")
+    report.line(True, "slack", "token set" if settings.slack.bot_token else "not configured")
     return 0 if report.ok else 1

@@ -79,7 +79,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     from core.evaluation.runner import PlanningOptions, run_eval
     from core.evaluation.summary import report_json, summarise
 
-    if not settings.log_level:  # log lines would break into the progress bar and the table
+    if not settings.process.log_level:  # log lines would break into the progress bar and the table
         logging.getLogger().setLevel(logging.WARNING)
     items = load_dataset(args.dataset)
     if args.limit is not None:
@@ -135,7 +135,7 @@ async def _offered(which: str, settings: Settings) -> list[str]:
     from bot.app import router_from_settings
     from core.catalog import Catalog
 
-    catalog = Catalog.load(settings.model_catalog)
+    catalog = Catalog.load(settings.selection.model_catalog)
     router = router_from_settings(settings)
     try:
         return router.runnable_tasks(catalog)

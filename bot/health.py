@@ -65,9 +65,7 @@ def check(path: Path, now: float, stale_after: float = STALE_AFTER) -> tuple[boo
 def main() -> int:
     from bot.settings import Settings
 
-    data_dir = Settings().data_dir
-    assert data_dir is not None  # resolved by the settings
-    serving, line = check(heartbeat_path(data_dir), time.time())
+    serving, line = check(heartbeat_path(Settings().store.data_path), time.time())
     print(line, file=sys.stdout if serving else sys.stderr)
     return 0 if serving else 1
 

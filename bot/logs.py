@@ -38,7 +38,7 @@ NOISY = ("httpx", "httpcore", "httpx2", "discord.http", "aiosqlite", "alembic")
 
 def log_path(settings: Settings) -> Path:
     """The terminal commands' log file: ``DATA_DIR/logs/bot.log``."""
-    return settings.data_path / LOG_FILE
+    return settings.store.data_path / LOG_FILE
 
 
 def is_terminal(command: str, settings: Settings, target: str | None = None) -> bool:
@@ -49,7 +49,7 @@ def is_terminal(command: str, settings: Settings, target: str | None = None) -> 
     if command != "run":
         return False
     if target == "auto":  # as bot.commands._targets decides
-        return not (settings.discord_bot_token or settings.slack_bot_token)
+        return not (settings.discord.bot_token or settings.slack.bot_token)
     return target == "cli"
 
 
@@ -62,7 +62,7 @@ def file_handler(settings: Settings, level: str) -> logging.Handler | None:
     except OSError:
         return None
     handler.setLevel(level.upper())
-    handler.setFormatter(formatter(settings.log_format))
+    handler.setFormatter(formatter(settings.process.log_format))
     handler.addFilter(ContextFilter())
     return handler
 
@@ -71,7 +71,7 @@ def setup(settings: Settings, command: str, target: str | None = None) -> Path |
     """Configure the root logger for ``command``; the log file when the lines
     go there (None: stderr)."""
     if is_terminal(command, settings, target):
-        level = settings.log_level or "INFO"
+        level = settings.process.log_level or "INFO"
         handler = file_handler(settings, level)
         if handler is not None:
             logging.basicConfig(level=level.upper(), handlers=[handler])
@@ -79,8 +79,8 @@ def setup(settings: Settings, command: str, target: str | None = None) -> Path |
             return log_path(settings)
         level = "WARNING"  # the file cannot be written: warnings on the terminal, as before
     else:
-        level = settings.log_level or ("WARNING" if command in QUIET_COMMANDS else "INFO")
-    configure_logging(level, settings.log_format, sys.stderr)
+        level = settings.process.log_level or ("WARNING" if command in QUIET_COMMANDS else "INFO")
+    configure_logging(level, settings.process.log_format, sys.stderr)
     _quiet_libraries()
     return None
 

@@ -4,20 +4,31 @@ One cached :func:`get_settings`; nothing reads the environment at import
 time, so tests build ``Settings(...)`` directly.  Every field has a default
 that works on a laptop; tokens are ``SecretStr`` so they never print.
 
-The settings come in groups (the LLM, Hugging Face, local inference, model
-selection, execution, quotas, input limits, storage, Discord, Slack, the
-process), one class each; :class:`Settings` is their union, so each
-environment variable is one field named after it (``HF_TOKEN`` is
-``hf_token``) and ``.env`` works as ever.  A setting that feeds a config
-class says so where it is declared (:class:`Into`): :meth:`Settings.into`
-builds that class's arguments from them, and where the config class lives
-in core (``AgentConfig``, ``TaskTimeouts``) the setting's default *is* the
-config class's default, so each is written once.
+The settings come in groups, one model each, and :class:`Settings` has one
+field per group: ``settings.llm`` (the controller), ``hf`` (Hugging Face),
+``local`` (local inference), ``selection``, ``execution``, ``quotas``,
+``input``, ``store``, ``discord``, ``slack``, ``process``.  Each setting is
+declared once, with its default, in its group.  Its environment variable is
+the group's prefix and the field's name (``HF_`` + ``token``: ``HF_TOKEN``;
+the groups without a prefix: ``data_dir`` is ``DATA_DIR``) unless the field
+names another (``LLM`` group's ``openai_api_key``: ``OPENAI_API_KEY``;
+``DISCORD_TOKEN``, the old name of ``DISCORD_BOT_TOKEN``, still works).
+The environment, ``.env`` and ``Settings(hf_token=…)`` all give settings by
+those flat names (:class:`_ByEnvName` puts each in its group); a group may
+also be given whole (``Settings(hf=HFSettings(token=…))``).  An unknown name
+given to ``Settings(...)`` is an error, and a bad value's error names the
+variable (:func:`env_name`).
+
+A setting that feeds a config class says so where it is declared
+(:class:`Into`): :meth:`Settings.into` builds that class's arguments from
+them, and where the config class lives in core (``AgentConfig``,
+``TaskTimeouts``) the setting's default *is* the config class's default, so
+each is written once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -26,14 +37,24 @@ from typing import Annotated, Any, Literal
 import platformdirs
 from pydantic import (
     AliasChoices,
+    AliasGenerator,
     BaseModel,
+    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from core.config import AgentConfig
 from core.tasks import TaskTimeouts
@@ -98,59 +119,76 @@ def _csv(value: object) -> object:
     return value
 
 
+def _names(prefix: str = "") -> ConfigDict:
+    """A group's config: each field read from ``PREFIX`` + its name in capitals
+    (its own ``validation_alias`` when it names another variable), and given
+    by name in Python (``HFSettings(token=…)``)."""
+    return ConfigDict(
+        alias_generator=AliasGenerator(validation_alias=lambda name: f"{prefix}{name}".upper()),
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+
 class LLMSettings(BaseModel):
     """The controller: any OpenAI-compatible endpoint; with only HF_TOKEN, the
-    HF router's /v1 (``bot.app.llm_endpoint`` chooses)."""
+    HF router's /v1 (``bot.app.llm_endpoint`` chooses).  ``LLM_*``."""
 
-    openai_api_key: SecretStr | None = None
-    openai_base_url: str | None = None
-    llm_model: str | None = None  # unset: a current default for the endpoint in use
+    model_config = _names("LLM_")
+
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    model: str | None = None  # unset: a current default for the endpoint in use
     # one stage's whole budget (retries and a re-ask included)
-    llm_timeout: Annotated[float, Into("llm", "timeout")] = 120.0
-    llm_max_retries: Annotated[int, Into("llm", "max_retries")] = 2
+    timeout: Annotated[float, Into("llm")] = 120.0
+    max_retries: Annotated[int, Into("llm")] = 2
     # unset: no sampling parameter is sent (plans and model choices at 0 on llama.cpp)
-    llm_temperature: Annotated[float | None, Into("llm", "temperature")] = None
+    temperature: Annotated[float | None, Into("llm")] = None
     # minimal | low | medium | high, where supported
-    llm_reasoning_effort: Annotated[str | None, Into("llm", "reasoning_effort")] = None
+    reasoning_effort: Annotated[str | None, Into("llm")] = None
 
 
 class HFSettings(BaseModel):
-    """Hugging Face inference: the hosted service, the Hub, the mode."""
+    """Hugging Face inference: the hosted service, the Hub, the mode.  ``HF_*``."""
 
-    hf_token: SecretStr | None = None
+    model_config = _names("HF_")
+
+    token: SecretStr | None = None
     # a self-hosted server speaking the task API, replacing the service for every hosted call
-    hf_inference_url: str | None = None
-    hf_endpoint: str = "https://huggingface.co"  # the Hub API
-    hf_router_url: str = "https://router.huggingface.co"  # Inference Providers (or a gateway)
-    hf_provider: str = "auto"  # auto (your order on the Hub) or one provider's name
-    inference_mode: Literal["remote", "local", "hybrid"] = "remote"
+    inference_url: str | None = None
+    endpoint: str = "https://huggingface.co"  # the Hub API
+    router_url: str = "https://router.huggingface.co"  # Inference Providers (or a gateway)
+    provider: str = "auto"  # auto (your order on the Hub) or one provider's name
+    inference_mode: Literal["remote", "local", "hybrid"] = Field(
+        default="remote", validation_alias="INFERENCE_MODE"
+    )
 
 
 class LocalSettings(BaseModel):
     """Local inference (``INFERENCE_MODE=local`` or ``hybrid``):
-    ``core.experts.local.LocalExpert``'s arguments."""
+    ``core.experts.local.LocalExpert``'s arguments.  ``LOCAL_*``."""
 
-    local_models_dir: Annotated[Path | None, Into("local", "models_dir")] = None
+    model_config = _names("LOCAL_")
+
+    models_dir: Annotated[Path | None, Into("local")] = None
     # download weights from the Hub on first use (into the HF cache)
-    local_download: Annotated[bool, Into("local", "download")] = True
+    download: Annotated[bool, Into("local")] = True
     # refuse models whose weights are larger
-    local_download_max_gb: Annotated[float, Into("local", "download_max_gb")] = 20.0
+    download_max_gb: Annotated[float, Into("local")] = 20.0
     # id patterns (fnmatch); empty: any
-    local_download_allow: Annotated[list[str], NoDecode, Into("local", "download_allow")] = []
-    local_max_models: Annotated[int, Into("local", "max_loaded")] = 2
-    local_device: Annotated[str | None, Into("local", "device")] = None  # auto when unset
+    download_allow: Annotated[list[str], NoDecode, Into("local")] = []
+    max_models: Annotated[int, Into("local", "max_loaded")] = 2
+    device: Annotated[str | None, Into("local")] = None  # auto when unset
     # the Stable Diffusion base a bare ControlNet checkpoint is paired with (id or dir)
-    local_controlnet_base: Annotated[str, Into("local", "controlnet_base")] = (
-        "stable-diffusion-v1-5/stable-diffusion-v1-5"
-    )
+    controlnet_base: Annotated[str, Into("local")] = "stable-diffusion-v1-5/stable-diffusion-v1-5"
     # fewer steps = faster, rougher images
-    local_diffusion_steps: Annotated[int | None, Into("local", "diffusion_steps")] = None
+    diffusion_steps: Annotated[int | None, Into("local")] = None
     # the depth-estimation model (id or dir) that makes a depth/normal ControlNet's control image
-    local_depth_model: Annotated[str | None, Into("local", "depth_model")] = None
+    depth_model: Annotated[str | None, Into("local")] = None
     # the segmentation model (id or dir) that makes a seg ControlNet's control image
-    local_seg_model: Annotated[str | None, Into("local", "seg_model")] = None
+    seg_model: Annotated[str | None, Into("local")] = None
 
-    @field_validator("local_download_allow", mode="before")
+    @field_validator("download_allow", mode="before")
     @classmethod
     def _local_csv(cls, value: object) -> object:
         return _csv(value)
@@ -158,6 +196,8 @@ class LocalSettings(BaseModel):
 
 class SelectionSettings(BaseModel):
     """Model selection (``AgentConfig``'s defaults)."""
+
+    model_config = _names()
 
     model_catalog: Path | None = None
     model_selection: Annotated[Literal["llm", "downloads"], Into("agent", "selection")] = "llm"
@@ -170,6 +210,8 @@ class SelectionSettings(BaseModel):
 class ExecutionSettings(BaseModel):
     """Running the plans and the durable turns (``AgentConfig``'s and
     ``TaskTimeouts``' defaults)."""
+
+    model_config = _names()
 
     # local inference calls at once in this process (CPU/GPU)
     max_concurrent_tasks: Annotated[int, Into("agent", "concurrency")] = _AGENT.concurrency
@@ -215,6 +257,8 @@ class QuotaSettings(BaseModel):
     SLACK_ADMIN_USERS, the terminal) are exempt.  A "server" is a Discord
     server or a Slack workspace."""
 
+    model_config = _names()
+
     requests_per_user_per_minute: Annotated[int, Into("agent")] = (
         _AGENT.requests_per_user_per_minute
     )
@@ -232,6 +276,8 @@ class QuotaSettings(BaseModel):
 class InputSettings(BaseModel):
     """Limits on input, the same on every platform."""
 
+    model_config = _names()
+
     max_attachment_bytes: Annotated[
         int, Into("agent"), Into("discord"), Into("slack", "max_file_bytes")
     ] = _AGENT.max_attachment_bytes
@@ -241,6 +287,8 @@ class InputSettings(BaseModel):
 
 class StoreSettings(BaseModel):
     """The database and the media files."""
+
+    model_config = _names()
 
     # The SQLite database and media files. Unset: ./data when it already holds a
     # database or media (earlier versions kept them there), else the per-user directory.
@@ -256,6 +304,8 @@ class StoreSettings(BaseModel):
 
     @model_validator(mode="after")
     def _resolve_data_dir(self) -> StoreSettings:
+        if self._data_dir_origin:  # resolved already (a group is validated again in Settings)
+            return self
         if self.data_dir is not None:
             self.data_dir = self.data_dir.expanduser()
             self._data_dir_origin = "DATA_DIR"
@@ -292,47 +342,39 @@ class StoreSettings(BaseModel):
 
 
 class DiscordSettings(BaseModel):
-    """``adapters.discord``'s config (``bot.app.discord_config``)."""
+    """``adapters.discord``'s config (``bot.app.discord_config``).  ``DISCORD_*``."""
 
-    discord_bot_token: SecretStr | None = Field(
+    model_config = _names("DISCORD_")
+
+    bot_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("DISCORD_BOT_TOKEN", "DISCORD_TOKEN")
     )
-    discord_dev_guild_ids: Annotated[IntList, Into("discord", "dev_guild_ids", convert=tuple)] = []
-    discord_shard_ids: Annotated[
-        list[int] | None, NoDecode, Into("discord", "shard_ids", zero_is_none=True, convert=tuple)
+    dev_guild_ids: Annotated[IntList, Into("discord", convert=tuple)] = []
+    shard_ids: Annotated[
+        list[int] | None, NoDecode, Into("discord", zero_is_none=True, convert=tuple)
     ] = None
-    discord_shard_count: Annotated[int | None, Into("discord", "shard_count")] = None
-    discord_allowed_guilds: Annotated[
-        IntList, Into("access", "allowed_guilds", convert=frozenset)
-    ] = []
-    discord_denied_guilds: Annotated[
-        IntList, Into("access", "denied_guilds", convert=frozenset)
-    ] = []
-    discord_allowed_channels: Annotated[
-        IntList, Into("access", "allowed_channels", convert=frozenset)
-    ] = []
-    discord_denied_channels: Annotated[
-        IntList, Into("access", "denied_channels", convert=frozenset)
-    ] = []
-    discord_allowed_roles: Annotated[
-        IntList, Into("access", "allowed_roles", convert=frozenset)
-    ] = []
-    discord_denied_roles: Annotated[IntList, Into("access", "denied_roles", convert=frozenset)] = []
+    shard_count: Annotated[int | None, Into("discord")] = None
+    allowed_guilds: Annotated[IntList, Into("access", convert=frozenset)] = []
+    denied_guilds: Annotated[IntList, Into("access", convert=frozenset)] = []
+    allowed_channels: Annotated[IntList, Into("access", convert=frozenset)] = []
+    denied_channels: Annotated[IntList, Into("access", convert=frozenset)] = []
+    allowed_roles: Annotated[IntList, Into("access", convert=frozenset)] = []
+    denied_roles: Annotated[IntList, Into("access", convert=frozenset)] = []
     # members are admins (/config, server usage, no quotas)
-    discord_admin_roles: Annotated[IntList, Into("discord", "admin_roles", convert=frozenset)] = []
+    admin_roles: Annotated[IntList, Into("discord", convert=frozenset)] = []
     # REST API base override (self-hosted proxy, tests)
-    discord_api_base: Annotated[str | None, Into("discord", "api_base")] = None
+    api_base: Annotated[str | None, Into("discord")] = None
 
     @field_validator(
-        "discord_dev_guild_ids",
-        "discord_shard_ids",
-        "discord_allowed_guilds",
-        "discord_denied_guilds",
-        "discord_allowed_channels",
-        "discord_denied_channels",
-        "discord_allowed_roles",
-        "discord_denied_roles",
-        "discord_admin_roles",
+        "dev_guild_ids",
+        "shard_ids",
+        "allowed_guilds",
+        "denied_guilds",
+        "allowed_channels",
+        "denied_channels",
+        "allowed_roles",
+        "denied_roles",
+        "admin_roles",
         mode="before",
     )
     @classmethod
@@ -342,20 +384,20 @@ class DiscordSettings(BaseModel):
 
 class SlackSettings(BaseModel):
     """``adapters.slack``'s config (``bot.app.slack_config``, which also says
-    which token is missing)."""
+    which token is missing).  ``SLACK_*``."""
 
-    slack_bot_token: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_http_port: Annotated[int, Into("slack", "http_port")] = 3000
+    model_config = _names("SLACK_")
+
+    bot_token: SecretStr | None = None
+    app_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    http_port: Annotated[int, Into("slack")] = 3000
     # admins (usage, config, no quotas)
-    slack_admin_users: Annotated[
-        list[str], NoDecode, Into("slack", "admin_users", convert=frozenset)
-    ] = []
+    admin_users: Annotated[list[str], NoDecode, Into("slack", convert=frozenset)] = []
     # Web API base override (self-hosted proxy, tests)
-    slack_api_url: Annotated[str | None, Into("slack", "api_url")] = None
+    api_url: Annotated[str | None, Into("slack")] = None
 
-    @field_validator("slack_admin_users", mode="before")
+    @field_validator("admin_users", mode="before")
     @classmethod
     def _slack_csv(cls, value: object) -> object:
         return _csv(value)
@@ -363,6 +405,8 @@ class SlackSettings(BaseModel):
 
 class ProcessSettings(BaseModel):
     """The process: shutdown, the terminal's worker, logs and observability."""
+
+    model_config = _names()
 
     shutdown_grace: float = 30.0  # seconds running requests get to finish on SIGTERM
     # --- the terminal's resident worker (`python -m bot serve`, docs/cli-worker.md) ---
@@ -379,40 +423,158 @@ class ProcessSettings(BaseModel):
     otel_exporter_otlp_endpoint: str | None = None
 
 
-class Settings(  # the groups' fields, one per environment variable (the last group first)
-    ProcessSettings,
-    SlackSettings,
-    DiscordSettings,
-    StoreSettings,
-    InputSettings,
-    QuotaSettings,
-    ExecutionSettings,
-    SelectionSettings,
-    LocalSettings,
-    HFSettings,
-    LLMSettings,
-    BaseSettings,
-):
+class Settings(BaseSettings):
+    """Every group; each read from its flat environment variables (module docstring)."""
+
     model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        env_ignore_empty=True,
-        extra="ignore",
-        populate_by_name=True,
+        env_file=".env", env_file_encoding="utf-8", env_ignore_empty=True, extra="ignore"
     )
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    hf: HFSettings = Field(default_factory=HFSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
+    input: InputSettings = Field(default_factory=InputSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    process: ProcessSettings = Field(default_factory=ProcessSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments, then the environment, then ``.env``: each by the
+        variables' flat names, put in their groups."""
+        assert isinstance(init_settings, InitSettingsSource)
+        assert isinstance(env_settings, EnvSettingsSource)  # DotEnvSettingsSource is one too
+        assert isinstance(dotenv_settings, EnvSettingsSource)
+        return (
+            _ByEnvName(settings_cls, init_settings.init_kwargs, strict=True),
+            _ByEnvName(settings_cls, env_settings.env_vars),
+            _ByEnvName(settings_cls, dotenv_settings.env_vars),
+        )
+
+    def setting(self, env: str) -> Any:
+        """The value of the setting the environment variable ``env`` sets."""
+        group, name = ENV_NAMES[env.upper()]
+        return getattr(getattr(self, group), name)
 
     def into(self, target: Target) -> dict[str, Any]:
         """The arguments of ``target``'s config class the settings give (each
         setting marked :class:`Into` it), by that class's names."""
-        return {into.name or name: into.value(getattr(self, name)) for name, into in _INTO[target]}
+        return {
+            into.name or name: into.value(getattr(getattr(self, group), name))
+            for group, name, into in _INTO[target]
+        }
 
 
-def _marks() -> dict[Target, list[tuple[str, Into]]]:
-    marks: dict[Target, list[tuple[str, Into]]] = {}
-    for name, info in Settings.model_fields.items():
-        for meta in info.metadata:
-            if isinstance(meta, Into):
-                marks.setdefault(meta.target, []).append((name, meta))
+def _groups() -> dict[str, type[BaseModel]]:
+    groups: dict[str, type[BaseModel]] = {}
+    for group, info in Settings.model_fields.items():
+        assert isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        groups[group] = info.annotation
+    return groups
+
+
+GROUPS = _groups()
+
+
+def _env_names() -> dict[str, tuple[str, str]]:
+    names: dict[str, tuple[str, str]] = {}
+    for group, model in GROUPS.items():
+        for name, info in model.model_fields.items():
+            alias = info.validation_alias
+            choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+            for env in choices:
+                assert isinstance(env, str), (group, name)
+                assert env not in names, f"{env} is two settings"
+                names[env] = (group, name)
+    return names
+
+
+# Every environment variable a setting reads (legacy names too) → (group, field).
+ENV_NAMES = _env_names()
+
+
+def env_names(*, legacy: bool = True) -> list[str]:
+    """The environment variables the settings read, in declaration order;
+    without the legacy names (``DISCORD_TOKEN``) when ``legacy`` is false:
+    then one per setting, the name ``.env.example`` shows."""
+    if legacy:
+        return list(ENV_NAMES)
+    seen: set[tuple[str, str]] = set()
+    names = []
+    for env, where in ENV_NAMES.items():
+        if where not in seen:
+            seen.add(where)
+            names.append(env)
+    return names
+
+
+def default(env: str) -> Any:
+    """The default of the setting the environment variable ``env`` sets."""
+    group, name = ENV_NAMES[env.upper()]
+    return GROUPS[group].model_fields[name].get_default(call_default_factory=True)
+
+
+def env_name(loc: tuple[int | str, ...]) -> str:
+    """The variable a validation error's location is about (``("hf",
+    "INFERENCE_MODE")`` → ``INFERENCE_MODE``; a list item keeps its index)."""
+    if len(loc) >= 2 and loc[0] in GROUPS:
+        return ".".join(str(part) for part in loc[1:])
+    return ".".join(str(part) for part in loc).upper()
+
+
+class _ByEnvName(PydanticBaseSettingsSource):
+    """Values by environment variable name (``HF_TOKEN``, in any case), each
+    put in its group: ``{"hf": {"HF_TOKEN": …}}``.  Other names are ignored
+    (the environment holds many), unless ``strict`` (keyword arguments: an
+    unknown one is a mistake); there a group may also be given whole."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], values: Mapping[str, Any], *, strict: bool = False
+    ) -> None:
+        super().__init__(settings_cls)
+        self.values = values
+        self.strict = strict
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # not used: __call__ reads every group at once
+
+    def __call__(self) -> dict[str, Any]:
+        grouped: dict[str, dict[str, Any]] = {}
+        for key, value in self.values.items():
+            if self.strict and key in GROUPS:
+                continue
+            env = key.upper()
+            if env in ENV_NAMES:
+                group = ENV_NAMES[env][0]
+                if self.strict and group in self.values:
+                    raise TypeError(
+                        f"{key!r} and {group!r} both given: set {group} whole or by name"
+                    )
+                grouped.setdefault(group, {})[env] = value
+            elif self.strict:
+                raise TypeError(f"unknown setting {key!r} (not one of bot.settings.ENV_NAMES)")
+        whole = {key: value for key, value in self.values.items() if self.strict and key in GROUPS}
+        return grouped | whole
+
+
+def _marks() -> dict[Target, list[tuple[str, str, Into]]]:
+    marks: dict[Target, list[tuple[str, str, Into]]] = {}
+    for group, model in GROUPS.items():
+        for name, info in model.model_fields.items():
+            for meta in info.metadata:
+                if isinstance(meta, Into):
+                    marks.setdefault(meta.target, []).append((group, name, meta))
     return marks
 
 

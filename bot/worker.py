@@ -30,14 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices
-
 from adapters import cli, cli_json
 from bot import logs, worker_client
 from bot import worker_protocol as wire
 from bot.app import llm_key, open_agent
 from bot.lifecycle import Lifecycle
-from bot.settings import Settings
+from bot.settings import Settings, env_names
 from core.errors import BotError, ConfigError
 from core.types import REPLY_ADAPTER, AgentAPI, Attachment, Job, Reply, Request
 
@@ -60,21 +58,15 @@ STOP_WAIT = 5.0  # seconds a command whose request ended (a shutdown) gets to sa
 
 
 def setting_names() -> list[str]:
-    """The environment variables the settings read (field names and aliases)."""
-    names = set(NAMES)
-    for name, info in Settings.model_fields.items():
-        names.add(name.upper())
-        alias = info.validation_alias
-        if isinstance(alias, AliasChoices):
-            names.update(c.upper() for c in alias.choices if isinstance(c, str))
-        elif isinstance(alias, str):
-            names.add(alias.upper())
-    return sorted(names - NOT_COMPARED)
+    """The environment variables the settings read (legacy names too)."""
+    return sorted({*NAMES, *env_names()} - NOT_COMPARED)
 
 
 def socket_path(settings: Settings) -> Path:
     """Where the worker listens (:func:`bot.worker_client.socket_path` finds the same)."""
-    return (settings.cli_socket or settings.data_path / worker_client.SOCKET_NAME).expanduser()
+    return (
+        settings.process.cli_socket or settings.store.data_path / worker_client.SOCKET_NAME
+    ).expanduser()
 
 
 # -- one connection --------------------------------------------------------------
@@ -113,7 +105,7 @@ def _logs_to_clients(settings: Settings) -> Iterator[None]:
     """The log lines of the commands it runs go where ``ask`` and ``chat``
     in their own process write theirs: the terminal's log file, not the
     person's terminal (bot.logs).  They are in the worker's own log too."""
-    handler = logs.file_handler(settings, settings.log_level or "INFO")
+    handler = logs.file_handler(settings, settings.process.log_level or "INFO")
     if handler is None:  # not writable: the worker's own log has them
         yield
         return
@@ -224,7 +216,7 @@ class Worker:
         self.names = setting_names()
         self.settings_hash, self.code = fingerprint
         self.describe = describe
-        self.idle = settings.cli_worker_idle
+        self.idle = settings.process.cli_worker_idle
         self._handlers: dict[asyncio.Task[Any], _Client] = {}
         self._changed = asyncio.Event()
         self._last = asyncio.get_running_loop().time()
@@ -294,7 +286,7 @@ class Worker:
             return
         problem = self._mismatch(handshake.fingerprint)
         client.send(
-            wire.Welcome(problem is None, problem or "", self.settings.max_attachment_bytes)
+            wire.Welcome(problem is None, problem or "", self.settings.input.max_attachment_bytes)
         )
         if problem is not None:
             return
@@ -359,7 +351,7 @@ class Worker:
             files=files,
             conversation=ask.conversation,
             as_json=ask.as_json,
-            max_bytes=self.settings.max_attachment_bytes,
+            max_bytes=self.settings.input.max_attachment_bytes,
             out=client.stream("out"),
             err=client.stream("err"),
             user=ask.user,
@@ -376,7 +368,7 @@ class Worker:
         return await cli.chat(
             self.agent,
             conversation=chat.conversation,
-            max_bytes=self.settings.max_attachment_bytes,
+            max_bytes=self.settings.input.max_attachment_bytes,
             prompt=prompt,
             out=client.stream("out"),
             err=client.stream("err"),
@@ -476,7 +468,7 @@ async def _listening(path: Path, worker: Worker) -> AsyncIterator[asyncio.Server
     sock = _bind(path)
     inode = os.stat(path).st_ino
     # a line holds at most one file, base64-encoded
-    limit = worker.settings.max_attachment_bytes * 4 // 3 + 65536
+    limit = worker.settings.input.max_attachment_bytes * 4 // 3 + 65536
     server = await asyncio.start_unix_server(worker.handle, sock=sock, limit=limit)
     try:
         yield server
@@ -519,12 +511,16 @@ async def serve(
                     server.close()
                     running = agent.begin_shutdown()
                     log.info("CLI worker stopping: finishing %d running request(s)", running)
-                    if not await agent.drain(settings.shutdown_grace):
+                    if not await agent.drain(settings.process.shutdown_grace):
                         await agent.interrupt()
                     await worker.finish(STOP_WAIT)
 
                 lifecycle.before_stop(stop)
-                idle = f"{settings.cli_worker_idle:g}s" if settings.cli_worker_idle else "never"
+                idle = (
+                    f"{settings.process.cli_worker_idle:g}s"
+                    if settings.process.cli_worker_idle
+                    else "never"
+                )
                 log.info(
                     "CLI worker listening on %s (pid %d; stops when idle for %s)",
                     path.absolute(),

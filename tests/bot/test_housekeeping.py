@@ -63,10 +63,10 @@ def bot(*argv: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 def test_data_lives_in_the_per_user_directory_not_the_working_one(elsewhere: Path) -> None:
     s = settings()
     home = elsewhere.parent / "xdg" / "hugginggpt-bot"
-    assert s.data_dir == home
-    assert s.database_url == f"sqlite+aiosqlite:///{home.as_posix()}/bot.db"
-    assert s.media_dir == home / "media"
-    assert "DATA_DIR" in s.data_dir_origin
+    assert s.store.data_dir == home
+    assert s.store.database_url == f"sqlite+aiosqlite:///{home.as_posix()}/bot.db"
+    assert s.store.media_dir == home / "media"
+    assert "DATA_DIR" in s.store.data_dir_origin
     assert not (elsewhere / "data").exists()
 
 
@@ -76,14 +76,17 @@ def test_data_dir_setting_moves_database_and_media_together(
     monkeypatch.setenv("HOME", str(elsewhere.parent))
     monkeypatch.setenv("DATA_DIR", "~/bot-data")
     s = settings()
-    assert s.data_dir == elsewhere.parent / "bot-data"
-    assert s.database_url.endswith(f"{(elsewhere.parent / 'bot-data').as_posix()}/bot.db")
-    assert s.media_dir == elsewhere.parent / "bot-data" / "media"
+    assert s.store.data_dir == elsewhere.parent / "bot-data"
+    assert s.store.database_url.endswith(f"{(elsewhere.parent / 'bot-data').as_posix()}/bot.db")
+    assert s.store.media_dir == elsewhere.parent / "bot-data" / "media"
     # each can still be set on its own, and wins
     monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://u@db/x")
     monkeypatch.setenv("MEDIA_DIR", str(elsewhere / "m"))
     s = settings()
-    assert (s.database_url, s.media_dir) == ("postgresql+asyncpg://u@db/x", elsewhere / "m")
+    assert (s.store.database_url, s.store.media_dir) == (
+        "postgresql+asyncpg://u@db/x",
+        elsewhere / "m",
+    )
 
 
 @pytest.mark.parametrize("earlier", ["bot.db", "media"])
@@ -95,18 +98,18 @@ def test_an_earlier_data_directory_here_keeps_being_used(elsewhere: Path, earlie
     else:
         (legacy / "media").mkdir()
     s = settings()
-    assert s.data_dir == legacy
-    assert s.database_url == f"sqlite+aiosqlite:///{legacy.as_posix()}/bot.db"
-    assert s.media_dir == legacy / "media"
+    assert s.store.data_dir == legacy
+    assert s.store.database_url == f"sqlite+aiosqlite:///{legacy.as_posix()}/bot.db"
+    assert s.store.media_dir == legacy / "media"
     # the log line says why, and how to use it from anywhere or move it
-    assert "earlier version" in s.data_dir_origin
-    assert "DATA_DIR" in s.data_dir_origin
-    assert str(elsewhere.parent / "xdg" / "hugginggpt-bot") in s.data_dir_origin
+    assert "earlier version" in s.store.data_dir_origin
+    assert "DATA_DIR" in s.store.data_dir_origin
+    assert str(elsewhere.parent / "xdg" / "hugginggpt-bot") in s.store.data_dir_origin
 
 
 def test_an_empty_data_directory_here_is_not_mistaken_for_history(elsewhere: Path) -> None:
     (elsewhere / "data").mkdir()  # a project's own data/ folder, say
-    assert settings().data_dir == elsewhere.parent / "xdg" / "hugginggpt-bot"
+    assert settings().store.data_dir == elsewhere.parent / "xdg" / "hugginggpt-bot"
 
 
 async def test_a_user_history_in_an_earlier_data_directory_is_found(
@@ -157,7 +160,7 @@ async def test_prune_media_says_what_it_removed_kept_and_why(
 ) -> None:
     monkeypatch.setenv("DATA_DIR", str(elsewhere / "d"))
     s = settings()
-    assert s.prune_min_age == 3600
+    assert s.store.prune_min_age == 3600
     async with open_store(s) as (_db, repo, media):
         used = await stored(media, "a.png", b"still in a conversation")
         await repo.save_turn(turn(CHANNEL, "q", "a", uploads=(used,)))
@@ -169,7 +172,7 @@ async def test_prune_media_says_what_it_removed_kept_and_why(
     assert await commands.db(argparse.Namespace(action="prune-media"), s) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        f"removed 1 unused file (0.0 MB) from {s.media_dir}",
+        f"removed 1 unused file (0.0 MB) from {s.store.media_dir}",
         "kept 1 file that a conversation or an unfinished request still uses",
         "kept 3 unused files (0.0 MB) younger than 1 hour (grace period: a request still "
         "running may not have saved them yet; PRUNE_MIN_AGE sets it)",
@@ -185,7 +188,7 @@ async def test_prune_media_says_what_it_removed_kept_and_why(
     assert await commands.db(argparse.Namespace(action="prune-media"), s) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        f"removed 3 unused files (0.0 MB) from {s.media_dir}",
+        f"removed 3 unused files (0.0 MB) from {s.store.media_dir}",
         "kept 1 file that a conversation or an unfinished request still uses",
     ]
 

@@ -263,12 +263,10 @@ async def test_run_discord_in_process_uses_the_api_base_only_while_running(
     undone when the client stops (no import-time or leftover global state)."""
     fake = discord_fake
     discord.http.Route.BASE = "http://127.0.0.1:9/api/v10"  # nothing listens: must be replaced
-    settings = agent_env.settings.model_copy(
-        update={
-            "discord_bot_token": SecretStr(DISCORD_TOKEN),
-            "discord_api_base": fake.base_url + "/",
-        }
+    discord_settings = agent_env.settings.discord.model_copy(
+        update={"bot_token": SecretStr(DISCORD_TOKEN), "api_base": fake.base_url + "/"}
     )
+    settings = agent_env.settings.model_copy(update={"discord": discord_settings})
     fox_plan(agent_env.llm)
     task = asyncio.create_task(run_discord(agent_env.agent, discord_config(settings)))
     try:

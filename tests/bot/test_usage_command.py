@@ -66,7 +66,7 @@ async def settings(tmp_path: Path) -> AsyncIterator[Settings]:
         llm_model="openai/gpt-oss-120b",
         hf_token="hf_test",
     )
-    async with Database(s.database_url) as db:
+    async with Database(s.store.database_url) as db:
         await db.upgrade()
         store = UsageStore(db)
         await store.record(turn("r1", "alice", "111", 0.1, (DETR, SDXL)))
@@ -214,7 +214,7 @@ async def test_config_set_show_unset(
         "discord:111: pinned_models=object-detection: hustvl/yolos-tiny, "
         "requests_per_user_per_day=15"
     )
-    async with Database(settings.database_url) as db:
+    async with Database(settings.store.database_url) as db:
         stored = await ServerSettingsService(ServerSettingsStore(db)).get(
             ServerKey("discord", "111")
         )

@@ -144,7 +144,7 @@ async def test_a_running_guess_is_stopped_and_leaves_no_file_or_record(
     # the classification waited for the chosen model's picture and ran once
     assert [c.body for c in label.calls] == [CHOSEN]
     # the stopped guess left nothing behind: no stored file, one record per task
-    assert hashlib.sha256(GUESSED).hexdigest() not in media_hashes(env.settings.media_dir)
+    assert hashlib.sha256(GUESSED).hexdigest() not in media_hashes(env.settings.store.media_dir)
     assert await stored_handles(env) == ["image.png"]
     assert len(reply.tasks) == 2
 

@@ -82,7 +82,7 @@ async def test_tts_error_pages_from_every_candidate_fail_the_task(agent_env: Age
         f"model {model_b('text-to-speech')} returned an HTML page instead of audio"
     )
     assert reply.files == ()  # no speech.html
-    assert not list((env.settings.media_dir).rglob("*.html"))
+    assert not list((env.settings.store.media_dir).rglob("*.html"))
 
 
 async def test_image_task_answering_a_json_error_with_200_uses_the_next_candidate(

@@ -23,7 +23,7 @@ def long_flac(seconds: float) -> bytes:
 
 
 def stored_files(env: AgentEnv) -> list[str]:
-    return sorted(p.name for p in env.settings.media_dir.rglob("*") if p.is_file())
+    return sorted(p.name for p in env.settings.store.media_dir.rglob("*") if p.is_file())
 
 
 @pytest.mark.parametrize(
