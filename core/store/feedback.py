@@ -12,11 +12,10 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import ErrorCode, InputRejected
-from core.store.db import Database
+from core.store.db import Database, dialect_insert
 from core.store.models import Feedback, utcnow
 from core.store.repo import fit
 from core.types import ConversationKey
@@ -41,9 +40,9 @@ class FeedbackStore:
         ``request_id`` (replacing their earlier one)."""
         if rating not in RATINGS:
             raise InputRejected(ErrorCode.BAD_RATING, value=rating)
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
+        insert = dialect_insert(self.db.dialect)
         now = utcnow()
-        stmt = dialect.insert(Feedback).values(
+        stmt = insert(Feedback).values(
             request_id=fit(request_id, F.request_id.type.length),
             conversation=fit(str(conversation), F.conversation.type.length),
             platform=fit(conversation.platform, F.platform.type.length),

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.errors import StoreUnavailable
-from core.store.db import DB_ERRORS, Database, describe_db_error
+from core.store.db import DB_ERRORS, Database, describe_db_error, dialect_insert
 from core.store.models import QuotaCounter
 
 _PK = ["key", "period", "window_start"]
@@ -79,8 +78,7 @@ class QuotaStore:
                 lock.release()
 
     def _insert(self) -> Any:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        return dialect.insert(QuotaCounter)
+        return dialect_insert(self.db.dialect)(QuotaCounter)
 
     async def admit(
         self, windows: Sequence[Window], *, prune_before: int | None = None

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from core.clock import SYSTEM_CLOCK, Clock, utc
@@ -58,6 +57,7 @@ from core.store.db import (
     DB_ERRORS,
     Database,
     describe_db_error,
+    dialect_insert,
     unique_violation,
 )
 from core.store.jobs import JobFence, JobStore, mark_saved
@@ -368,8 +368,7 @@ class Repo:
         return self.db.connection(action, write=write)
 
     def _insert(self, table: Any) -> Any:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        return dialect.insert(table)
+        return dialect_insert(self.db.dialect)(table)
 
     @staticmethod
     def _key_filter(key: ConversationKey) -> sa.ColumnElement[bool]:

@@ -16,10 +16,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.store.db import Database
+from core.store.db import Database, dialect_insert
 from core.store.models import ServerSettingsRow, utcnow
 from core.store.repo import clean_json, fit
 
@@ -71,12 +70,12 @@ class ServerSettingsStore:
         and store the result in the same transaction; returns it.  An empty
         result deletes the row.  ``change`` may raise to store nothing."""
         platform, server = _key(platform, server)
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
+        insert = dialect_insert(self.db.dialect)
         async with self._session("save the server's settings", write=True) as s:
             # Insert-or-nothing first: it takes the write lock (SQLite) or waits
             # for a concurrent first insert (PostgreSQL); then lock the row.
             await s.execute(
-                dialect.insert(R)
+                insert(R)
                 .values(platform=platform, server=server, settings={}, updated_at=utcnow())
                 .on_conflict_do_nothing(index_elements=["platform", "server"])
             )

@@ -19,10 +19,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from core.store.db import Database, Tx
+from core.store.db import Database, Tx, dialect_insert
 from core.store.models import UsageModelCall, UsageTurn
 from core.usage import (
     GroupBy,
@@ -53,7 +52,7 @@ def _fit_opt(value: str | None, column: Any) -> str | None:
 def _insert_turn(dialect: str) -> Any:
     """The ``usage_turns`` insert (nothing on a known request), built once per
     dialect with its values bound at execution."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = dialect_insert(dialect)
     return (
         insert(UsageTurn)
         .on_conflict_do_nothing(index_elements=["request_id"])
