@@ -38,7 +38,7 @@ def _url() -> str:
         from bot.settings import get_settings
     except ImportError:  # core installed without the bot package
         return "sqlite+aiosqlite:///./data/bot.db"
-    return get_settings().database_url
+    return get_settings().store.database_url
 
 
 def _run(connection: Connection) -> None:
