@@ -167,21 +167,15 @@ def _env_names() -> dict[str, tuple[str, str]]:
 
 # Every environment variable a setting reads (legacy names too) → (group, field).
 ENV_NAMES = _env_names()
+# (group, field) → its variable's current name (the first: DISCORD_BOT_TOKEN, not DISCORD_TOKEN).
+_CURRENT = {where: env for env, where in reversed(ENV_NAMES.items())}
 
 
 def env_names(*, legacy: bool = True) -> list[str]:
     """The environment variables the settings read, in declaration order;
     without the legacy names (``DISCORD_TOKEN``) when ``legacy`` is false:
     then one per setting, the name ``.env.example`` shows."""
-    if legacy:
-        return list(ENV_NAMES)
-    seen: set[tuple[str, str]] = set()
-    names = []
-    for env, where in ENV_NAMES.items():
-        if where not in seen:
-            seen.add(where)
-            names.append(env)
-    return names
+    return [env for env, where in ENV_NAMES.items() if legacy or _CURRENT[where] == env]
 
 
 def default(env: str) -> Any:
@@ -200,9 +194,12 @@ def env_name(loc: tuple[int | str, ...]) -> str:
 
 class _ByEnvName(PydanticBaseSettingsSource):
     """Values by environment variable name (``HF_TOKEN``, in any case), each
-    put in its group: ``{"hf": {"HF_TOKEN": …}}``.  Other names are ignored
-    (the environment holds many), unless ``strict`` (keyword arguments: an
-    unknown one is a mistake); there a group may also be given whole."""
+    put in its group by the variable's current name: ``{"hf": {"HF_TOKEN":
+    …}}``, ``{"discord": {"DISCORD_BOT_TOKEN": …}}`` for ``DISCORD_TOKEN`` too
+    (so the environment's legacy name still beats ``.env``'s current one, and
+    the current name beats the legacy one in one source).  Other names are
+    ignored (the environment holds many), unless ``strict`` (keyword arguments:
+    an unknown one is a mistake); there a group may also be given whole."""
 
     def __init__(
         self, settings_cls: type[BaseSettings], values: Mapping[str, Any], *, strict: bool = False
@@ -226,7 +223,10 @@ class _ByEnvName(PydanticBaseSettingsSource):
                     raise TypeError(
                         f"{key!r} and {group!r} both given: set {group} whole or by name"
                     )
-                grouped.setdefault(group, {})[env] = value
+                current = _CURRENT[ENV_NAMES[env]]
+                values = grouped.setdefault(group, {})
+                if env == current or current not in values:
+                    values[current] = value
             elif self.strict:
                 raise TypeError(f"unknown setting {key!r} (not one of bot.settings.ENV_NAMES)")
         whole = {key: value for key, value in self.values.items() if self.strict and key in GROUPS}

@@ -111,6 +111,23 @@ def test_flat_variables_land_in_their_groups(
     assert s.setting("LLM_TIMEOUT") == 7.0 and s.setting("slack_http_port") == 3002
 
 
+def test_the_legacy_name_is_the_same_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """DISCORD_TOKEN in the environment beats DISCORD_BOT_TOKEN in .env (the
+    environment beats the file); in one place the current name wins."""
+    clean_env(monkeypatch)
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("DISCORD_BOT_TOKEN=from-file\n", encoding="utf-8")
+    monkeypatch.setenv("DISCORD_TOKEN", "from-env")
+    token = Settings(_env_file=dotenv).discord.bot_token  # type: ignore[call-arg]
+    assert token is not None and token.get_secret_value() == "from-env"
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", "current")
+    token = Settings(_env_file=dotenv).discord.bot_token  # type: ignore[call-arg]
+    assert token is not None and token.get_secret_value() == "current"
+    assert "DISCORD_TOKEN" in env_names() and "DISCORD_TOKEN" not in env_names(legacy=False)
+
+
 def test_a_group_may_be_given_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """``Settings(llm=LLMSettings(...))`` replaces that group; the others are
     read as ever."""
