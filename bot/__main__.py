@@ -218,6 +218,19 @@ def _warm_up_early() -> None:
     PROCESS.all()
 
 
+# Commands that open the agent, and with it the SDKs' HTTP clients.
+_OPENS_AGENT = ("run", "serve", "ask", "chat")
+
+
+def _prepare_tls() -> None:
+    """Start making the SDK clients' TLS context (core.tls) in its thread
+    now: OpenSSL parses the CA bundle on another core while this thread
+    imports the SDKs, instead of on a cold ``ask``'s critical path after them."""
+    from core import tls
+
+    tls.prepare()
+
+
 # Commands that open the database.
 _USES_DATABASE = ("run", "serve", "ask", "chat", "db", "usage", "config")
 _DATABASE_EXAMPLES = "e.g. sqlite+aiosqlite:///./data/bot.db or postgresql+asyncpg://USER@HOST/DB"
@@ -360,6 +373,8 @@ def _exit_now(code: int) -> NoReturn:
 def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> int:
     import asyncio
 
+    if args.command in _OPENS_AGENT:
+        _prepare_tls()
     from bot.settings import get_settings
 
     try:

@@ -47,6 +47,8 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 from openai._vendor.httpx_aiohttp import AiohttpTransport
 
+from core import tls
+
 # aiohttp's exception → what httpcore raises for the same failure; the first
 # that matches (most specific first).
 _MAP: tuple[tuple[type[BaseException], type[httpx2.TransportError]], ...] = (
@@ -166,7 +168,10 @@ def _session(transport: AiohttpTransport) -> aiohttp.ClientSession:
 def async_client(**kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` on aiohttp's transport, with the openai SDK's
     defaults (timeout, connection limits, redirects) unless ``kwargs`` says
-    otherwise."""
+    otherwise.  Their TLS context is the process's one (core.tls), not one
+    made (a CA bundle parsed) per client."""
+    if "verify" not in kwargs and kwargs.get("trust_env", True):
+        kwargs["verify"] = tls.context()
     client: httpx2.AsyncClient = openai.DefaultAioHttpClient(**kwargs)
     for transport in (client._transport, *client._mounts.values()):
         if isinstance(transport, AiohttpTransport) and transport.client is None:

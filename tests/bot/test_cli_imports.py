@@ -4,7 +4,8 @@ Start-up time is mostly imports (the OpenAI SDK, SQLAlchemy, alembic, the
 Hub client each cost a large part of a second), so these tests read the
 interpreter's own import log (``python -X importtime``) of real processes:
 ``--help`` loads none of them, and ``ask`` on a database already at head
-does not load alembic (the schema check is one query).
+does not load alembic (the schema check is one query), nor, on SQLite,
+SQLAlchemy's PostgreSQL dialect (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", re.MULTIL
 
 async def run_bot(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, set[str]]:
     """``python -X importtime -m bot ARGS``: exit code, stdout, top-level packages imported."""
+    code, out, modules = await run_bot_modules(*args, env=env, cwd=cwd)
+    return code, out, {name.split(".")[0] for name in modules}
+
+
+async def run_bot_modules(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, set[str]]:
+    """``python -X importtime -m bot ARGS``: exit code, stdout, every module imported."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-X", "importtime", "-m", "bot", *args,
         env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
@@ -34,9 +41,9 @@ async def run_bot(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str,
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
     text = err.decode()
-    packages = {name.split(".")[0] for name in _IMPORTED.findall(text)}
-    assert packages, text[-2000:]  # the log was read
-    return proc.returncode, out.decode(), packages
+    modules = set(_IMPORTED.findall(text))
+    assert modules, text[-2000:]  # the log was read
+    return proc.returncode, out.decode(), modules
 
 
 async def test_help_loads_no_sdk(tmp_path: Path) -> None:
@@ -59,11 +66,14 @@ async def test_ask_at_head_does_not_load_alembic(
     assert "alembic" in first  # a new database: migrated
 
     llm_fake.reply("plan", plan)
-    code, out, second = await run_bot("ask", "draw a dog", "--json", env=env, cwd=tmp_path)
+    code, out, modules = await run_bot_modules("ask", "draw a dog", "--json", env=env, cwd=tmp_path)
+    second = {name.split(".")[0] for name in modules}
     assert code == 0
     assert json.loads(out)["tasks"][0]["status"] == "done"
     assert "alembic" not in second  # at head: one query, no migration machinery
     assert {"openai", "sqlalchemy"} <= second  # what the request itself needs
+    assert "sqlalchemy.dialects.sqlite" in modules
+    assert "sqlalchemy.dialects.postgresql" not in modules  # SQLite: PostgreSQL's stays unread
 
 
 async def test_ask_handed_to_a_worker_loads_nothing_heavy(
