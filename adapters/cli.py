@@ -30,7 +30,7 @@ from adapters import cli_json
 from adapters.chat import Limits, Renderer, run_turn
 from adapters.chat.messages import ChatCode, error_text
 from adapters.chat.render import ERROR_ICON
-from core.errors import ErrorCode, InputRejected
+from core.errors import ErrorCode, InputRejected, RunFailed
 from core.types import (
     AgentAPI,
     Attachment,
@@ -250,7 +250,7 @@ class Terminal:
         if mine is not None:
             await mine[1].edit_status(RENDERER.notice(notice, TERMINAL.message_chars))
 
-    async def give_up(self, job: Job, reason: str) -> None:
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
         return None
 
 

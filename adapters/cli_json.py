@@ -36,11 +36,12 @@ _SHOWN: dict[str, IncEx | bool] = {
 def reply_json(reply: Reply) -> dict[str, Any]:
     """The object for a request the agent ran: the reply's JSON
     (``core.types.REPLY_ADAPTER``) as ``ask --json`` shows it."""
+    from adapters.chat.messages import reply_text  # loaded already by the turn that ran
     from core.types import REPLY_ADAPTER  # loaded already: the reply is one of its types
 
     data = REPLY_ADAPTER.dump_python(reply, mode="json", include=_SHOWN)
     return {
-        "answer": reply.text,
+        "answer": reply_text(reply),  # a refusal's words, the notes after an answer
         "status": data["status"],
         # a fallback answer means the answer stage failed: not a success
         "error": reply.error or reply.fallback,

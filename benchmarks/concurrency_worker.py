@@ -72,7 +72,7 @@ class BenchAdapter:
     async def notify(self, job: Any, notice: Any) -> None:
         return None
 
-    async def give_up(self, job: Any, reason: str) -> None:
+    async def give_up(self, job: Any, failure: Any) -> None:
         return None
 
 

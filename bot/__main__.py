@@ -24,7 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from core.errors import BotError, ConfigError, StoreUnavailable
+from core.errors import BotError, ConfigError, InputRejected, RunFailed, StoreUnavailable
 
 if TYPE_CHECKING:
     from bot.lifecycle import Lifecycle
@@ -283,6 +283,10 @@ def failure(e: BotError) -> tuple[int, str]:
         return 2, f"error: {_one_line(e)}"
     if isinstance(e, StoreUnavailable):
         return 1, f"error: {_one_line(e)}; check DATABASE_URL"
+    if isinstance(e, InputRejected | RunFailed):  # a code and fields: the adapters word them
+        from adapters.chat.messages import error_text
+
+        return 1, f"error: {' '.join(error_text(e).split())}"
     return 1, f"error: {_one_line(e)}"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.settings import Settings
-    from core.server_settings import ServerSettings
+    from core.server_settings import ServerSettings, SettingError
 
 log = logging.getLogger("bot.config")
 
@@ -82,9 +82,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _refused(e: Exception) -> int:
+def _refused(e: SettingError) -> int:
+    from adapters.chat.messages import error_text
+
     log.info("config refused: %s", e)
-    print(f"error: {e}", file=sys.stderr)
+    print(f"error: {error_text(e)}", file=sys.stderr)
     return 2
 
 

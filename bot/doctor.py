@@ -22,7 +22,7 @@ import httpx2
 from bot.app import llm_from_settings, open_store, router_from_settings
 from bot.settings import Settings
 from core.catalog import Catalog
-from core.errors import ConfigError
+from core.errors import ConfigError, InputRejected, RunFailed
 from core.llm import LLM
 from core.routing import ExpertRouter
 
@@ -198,6 +198,10 @@ async def _llm(settings: Settings, report: Report, budget: float) -> None:
             f"The language model at {llm.host} did not answer within {budget:g} s: "
             "is its server stuck or overloaded?"
         ]
+    except (InputRejected, RunFailed) as e:  # a code and fields: the adapters word them
+        from adapters.chat.messages import error_text
+
+        problems = [error_text(e)]
     except Exception as e:
         problems = [str(e)]
     finally:

@@ -44,6 +44,7 @@ def add_parser(sub: Any) -> None:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
+    from adapters.chat.messages import error_text
     from bot.app import open_store
     from core.errors import InputRejected
     from core.server_settings import ServerKey
@@ -53,8 +54,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         server = ServerKey.parse(args.server) if args.server else None
         since = parse_since(args.since) if args.since else None
-    except (InputRejected, ValueError) as e:
-        return _refused(str(e))
+    except InputRejected as e:
+        return _refused(error_text(e))
     platform, user = _user(args.user)
     if server is not None and platform is not None and platform != server.platform:
         return _refused(f"--user {args.user} is not on {server.platform}")

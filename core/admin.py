@@ -28,10 +28,7 @@ async def usage(
     and an admin, the whole server's), per model, since ``since``."""
     if server_wide and not is_admin:
         raise InputRejected(ErrorCode.USAGE_ADMINS_ONLY)
-    try:
-        start = parse_since(since) if since else None
-    except ValueError as e:
-        raise InputRejected(ErrorCode.BAD_PERIOD, value=since or "", reason=str(e)) from None
+    start = parse_since(since) if since else None
     caller = Caller(conversation.platform, conversation.scope, user_id, is_admin)
     where = caller.filters(start)[-1 if server_wide else 0]
     turns = await store.totals(GroupBy.SERVER, where)

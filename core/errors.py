@@ -12,17 +12,17 @@
 
 ``RunFailed`` and ``InputRejected`` carry data, not sentences: a
 :class:`Code` and :class:`ErrorFields` (the file, its size, the limit, the
-task …).  ``str(err)`` words them in plain English for logs and the
-conversation history, from the one table here (:data:`_WORDS`, the core's
-codes); the adapters' own codes and the user-facing rendering are in
-``adapters/chat/messages.py``.  ``raise InputRejected(ErrorCode.FILE_EMPTY,
-file=name)``; ``err.code``, ``err.fields["file"]``.
+task …).  ``raise InputRejected(ErrorCode.FILE_EMPTY, file=name)``;
+``err.code``, ``err.fields["file"]``.  The core words none of them:
+``str(err)`` is a terse, log-friendly form (``file_too_large file='a.png'
+size=30000000 limit=26214400``) that logs and the conversation history the
+language model reads use; what a person is shown is worded by the adapters
+(``adapters/chat/error_words.py`` for these codes, ``error_text`` in
+``adapters/chat/messages.py``).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from enum import StrEnum
 from typing import TypedDict, Unpack
 
@@ -56,8 +56,16 @@ class TaskFailed(BotError):
 # ------------------------------------------------------------ codes and fields
 
 
+class SettingProblem(TypedDict):
+    """One thing wrong in a server's settings (``SETTING_INVALID``'s ``problems``)."""
+
+    key: str  # the setting ("": the settings as a whole)
+    code: str  # an ErrorCode value
+    fields: ErrorFields
+
+
 class ErrorFields(TypedDict, total=False):
-    """What an error is about; each code uses a few (see :data:`_WORDS`)."""
+    """What an error is about; each code uses a few (see :class:`ErrorCode`)."""
 
     file: str  # a file's name as the person gave it
     size: int  # bytes
@@ -76,7 +84,7 @@ class ErrorFields(TypedDict, total=False):
     endpoint: str  # the Hub's address
     status: int | None  # an HTTP status (None: none came)
     task: str
-    cause: str  # an exception's class name
+    cause: str  # an exception's class name; (NO_PLAN) loop | length | emptied | invalid
     source: str  # a platform: "Slack", "Discord"
     value: str  # what the person wrote
     partial: bool  # (LLM_TIMED_OUT) the answer had begun
@@ -100,18 +108,18 @@ class ErrorFields(TypedDict, total=False):
     prompt_tokens: int | None
     n_ctx: int | None  # a model's context size in tokens
     estimated: bool  # (LLM_PROMPT_TOO_LONG) prompt_tokens is our estimate
+    request: str  # a request's id (CRASHED)
+    problems: tuple[SettingProblem, ...]  # (SETTING_INVALID) one per bad key
 
 
 class Code(StrEnum):
-    """A kind of error.  Each enum of codes words its own members: the core's
-    :class:`ErrorCode` here, the adapters' in ``adapters/chat/messages.py``."""
-
-    def words(self, fields: ErrorFields) -> str:
-        raise NotImplementedError(f"no words for {self!r}")
+    """A kind of error: the core's :class:`ErrorCode` here, the adapters' own
+    in ``adapters/chat/messages.py``.  Codes carry no words (the adapters
+    word them)."""
 
 
 class ErrorCode(Code):
-    """What went wrong, for every error and refusal the core words."""
+    """What went wrong, for every error and refusal the core raises."""
 
     # an attachment (core.mediatypes; the adapters' downloads and CLI too)
     FILE_TOO_LARGE = "file_too_large"  # file, size (absent: unknown), limit (bytes)
@@ -130,7 +138,7 @@ class ErrorCode(Code):
     USAGE_ADMINS_ONLY = "usage_admins_only"
     SETTINGS_ADMINS_ONLY = "settings_admins_only"
     SETTINGS_NO_SERVER = "settings_no_server"
-    BAD_PERIOD = "bad_period"  # value, reason
+    BAD_PERIOD = "bad_period"  # value
     PLAN_STALE = "plan_stale"  # reason
     BAD_RATING = "bad_rating"  # value
     UNKNOWN_TASK = "unknown_task"  # value, choices (the tasks)
@@ -143,9 +151,14 @@ class ErrorCode(Code):
     SETTING_TASK_LIST = "setting_task_list"  # (allowed_tasks written wrong)
     SETTING_NOT_NUMBER = "setting_not_number"  # key, value
     SETTING_NOT_PINNED = "setting_not_pinned"  # task
-    SETTING_INVALID = "setting_invalid"  # reason (the validation's clauses)
+    SETTING_INVALID = "setting_invalid"  # problems (one per bad key)
+    SETTING_NOT_MODEL_NAME = "setting_not_model_name"  # value (llm_model)
+    SETTING_NOT_MODEL_ID = "setting_not_model_id"  # value (a pinned model)
+    SETTING_NOT_LANGUAGE = "setting_not_language"  # value
+    SETTING_PIN_BARRED = "setting_pin_barred"  # choices (pinned tasks allowed_tasks leaves out)
+    SETTING_PIN_NOT_SERVED = "setting_pin_not_served"  # model, task, choices (its top models)
     # the run
-    NO_PLAN = "no_plan"  # reason (the planner's, when it gave one)
+    NO_PLAN = "no_plan"  # cause (loop | length | emptied | invalid), reason (the plan check's)
     SHUTTING_DOWN = "shutting_down"  # a new request while the process stops
     STORE_DOWN = "store_down"
     GAVE_UP = "gave_up"  # attempts
@@ -160,6 +173,8 @@ class ErrorCode(Code):
     LLM_NO_MODEL = "llm_no_model"  # host
     LLM_BUDGET_USED = "llm_budget_used"  # host, tokens
     LLM_BROKE_OFF = "llm_broke_off"  # host, cause
+    LLM_EMPTY_ANSWER = "llm_empty_answer"  # (the answer: the fallback is given instead)
+    LLM_ECHOED = "llm_echoed"  # the answer repeated its instructions (the fallback, too)
     LLM_PROMPT_TOO_LONG = "llm_prompt_too_long"  # host, prompt_tokens, n_ctx, estimated
     # an SDK failure (core.llm): attempts + seconds when it was retried
     LLM_PROXY = "llm_proxy"  # host
@@ -171,11 +186,10 @@ class ErrorCode(Code):
     LLM_RATE_LIMITED = "llm_rate_limited"  # host
     LLM_HTTP = "llm_http"  # host, status, said
     LLM_FAILED = "llm_failed"  # host, cause (older: detail)
+    # a bug: the turn crashed (the trace is in the log under the request's id)
+    CRASHED = "crashed"  # request
     # worded by the raiser (a plain string given instead of a code)
     MESSAGE = "message"  # detail
-
-    def words(self, fields: ErrorFields) -> str:
-        return _WORDS[self](fields)
 
 
 class _Coded(BotError):
@@ -196,347 +210,21 @@ class _Coded(BotError):
         self.fields = fields
 
     def __str__(self) -> str:
-        return self.code.words(self.fields)
+        return terse(self.code, self.fields)
 
 
 class RunFailed(_Coded):
-    """The whole request failed; ``str()`` is what the user is told."""
+    """The whole request failed (the adapters tell the user why)."""
 
 
 class InputRejected(_Coded):
-    """A user's input (attachment, text, command) was refused; ``str()`` says why."""
+    """A user's input (attachment, text, command) was refused (the adapters say why)."""
 
 
-def wording(code: Code, /, **fields: Unpack[ErrorFields]) -> str:
-    """The English for ``code`` with ``fields`` (what ``str(err)`` says)."""
-    return code.words(fields)
-
-
-# ---------------------------------------------------------------- the words
-
-
-def format_size(n: int) -> str:
-    """Bytes as people read them: ``31.2 MB``, ``25 MB``, ``900 KB``."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} bytes"
-
-
-def format_duration(seconds: float) -> str:
-    """``10 min``, ``2 min 30 s``, ``45 s``."""
-    total = round(seconds)
-    minutes, secs = divmod(total, 60)
-    if not minutes:
-        return f"{secs} s"
-    return f"{minutes} min" + (f" {secs} s" if secs else "")
-
-
-def format_seconds(seconds: float) -> str:
-    """``45 s`` from ten seconds on, ``0.3 s`` or ``2 s`` below."""
-    if seconds >= 10:
-        return f"{seconds:.0f} s"
-    return f"{round(seconds, 1):g} s"
-
-
-def _waited(f: ErrorFields) -> str:
-    """``45 s (2 attempts)``; ``45 s`` when no attempts are counted."""
-    if "attempts" not in f:
-        return format_seconds(f["seconds"])
-    n = f["attempts"]
-    return f"{format_seconds(f['seconds'])} ({n} attempt{'' if n == 1 else 's'})"
-
-
-def _too_large(f: ErrorFields) -> str:
-    if "size" not in f:
-        return f"{f['file']} is larger than the limit of {format_size(f['limit'])}"
-    return f"{f['file']} is {format_size(f['size'])}; the limit is {format_size(f['limit'])}"
-
-
-def _not_kind(f: ErrorFields) -> str:
-    kind, content = f["kind"], f["content"]
-    if kind == "image":
-        return f"{f['file']} is not an image: its content looks like {content}"
-    article = "an" if kind[0] in "aeiou" else "a"
-    return f"{f['file']} is not {article} {kind} file: its content looks like {content}"
-
-
-def _image_too_large(f: ErrorFields) -> str:
-    if "width" not in f:
-        return (
-            f"{f['file']} is too large in pixels (at most {f['limit']:,} are accepted); "
-            "send a smaller image"
-        )
-    return (
-        f"{f['file']} is {f['width']}×{f['height']} pixels; at most {f['limit']:,} are "
-        "accepted, send a smaller image"
-    )
-
-
-def _too_long(f: ErrorFields) -> str:
-    cap = format_duration(f["seconds"])
-    return (
-        f"{f['file']} is longer than {cap}; {f['kind']} of up to {cap} is accepted, "
-        "send a shorter clip"
-    )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _reset_in(seconds: float) -> str:
-    """``5 h 12 min``, ``12 min``, ``31 s``."""
-    whole = math.ceil(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    hours, minutes = divmod(math.ceil(whole / 60), 60)
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
-
-
-def _quota(f: ErrorFields) -> str:
-    """``You have used your 20 requests this minute; try again in 31 s.``"""
-    place = f.get("place")
-    who, whose = (f"This {place} has", "its") if place else ("You have", "your")
-    limit, wait = f["limit"], f["seconds"]
-    if "period" not in f:  # QUOTA_TOKENS
-        return (
-            f"{who} used {whose} daily budget of {_count(limit, 'LLM token')}; "
-            f"it resets at 00:00 UTC (in {_reset_in(wait)})."
-        )
-    requests = _count(limit, "request")
-    if f["period"] == "minute":
-        return f"{who} used {whose} {requests} this minute; try again in {math.ceil(wait)} s."
-    return (
-        f"{who} used {whose} {requests} for today; "
-        f"{'they reset' if limit > 1 else 'it resets'} at 00:00 UTC (in {_reset_in(wait)})."
-    )
-
-
-def _llm(f: ErrorFields) -> str:
-    return f"The language model at {f['host']}"
-
-
-def _prompt_too_long(f: ErrorFields) -> str:
-    prompt, n_ctx = f.get("prompt_tokens"), f.get("n_ctx")
-    about = "about " if f.get("estimated") else ""
-    if prompt and n_ctx:
-        sizes = f": the prompt is {about}{prompt} tokens but its context holds {n_ctx}"
-    elif n_ctx:
-        sizes = f": its context holds {n_ctx} tokens"
-    else:
-        sizes = ""
-    return (
-        f"The request is too long for the language model at {f['host']}{sizes}. "
-        "Use a model or server with a larger context (llama-server: --ctx-size), "
-        "or start a new conversation."
-    )
-
-
-def _unreached(f: ErrorFields) -> str:
-    """For a server that could not be reached: the likely causes and the
-    setting to check, worded by where it is ("" when ``reach`` is absent)."""
-    reach = f.get("reach")
-    if reach is None:
-        return ""
-    if reach == "local":
-        return (
-            ". Is its server running? Start it (llama-server, vllm serve, ollama serve), "
-            f"or set {f['setting']} to the address it listens on (now {f['address']})"
-        )
-    if reach == "name":
-        cause = f"the name {f['hostname']} could not be looked up"
-    else:
-        cause = "the connection failed"
-    return (
-        f". Likely causes: no network here ({cause}), a proxy this process was not "
-        f"told of (set HTTPS_PROXY), or a wrong address ({f['address']}; check {f['setting']})"
-    )
-
-
-def _through_proxy(f: ErrorFields) -> str:
-    return (
-        ": the proxy HTTPS_PROXY names could not be used or refused the connection "
-        "(check HTTPS_PROXY, and NO_PROXY for addresses reached directly)"
-    )
-
-
-def _sdk(
-    words: Callable[[ErrorFields], str],
-    advice: Callable[[ErrorFields], str] = _unreached,
-) -> Callable[[ErrorFields], str]:
-    """An SDK failure's words, then the attempts it took when it was
-    retried (`` (3 attempts in 2.5 s)``), then what to check (``advice``)."""
-
-    def worded(f: ErrorFields) -> str:
-        retried = ""
-        if "attempts" in f and "seconds" in f:
-            retried = f" ({f['attempts']} attempts in {format_seconds(f['seconds'])})"
-        return words(f) + retried + advice(f)
-
-    return worded
-
-
-def _unknown_model(f: ErrorFields) -> str:
-    hint = (
-        f" (a model Inference Providers serve, e.g. {f['suggested']}, or enable a "
-        f"provider for it at {f['url']})"
-        if "suggested" in f
-        else ""
-    )
-    return f"{_llm(f)} does not know model {f['model']} (check LLM_MODEL): set LLM_MODEL{hint}"
-
-
-def _payment(f: ErrorFields) -> str:
-    if "url" in f:
-        return (
-            f"{_llm(f)}: the Hugging Face credits for Inference Providers are used up "
-            f"(HTTP 402); top up at {f['url']}, or set OPENAI_API_KEY"
-        )
-    return f"{_llm(f)} refused: payment required (HTTP 402); check the account's credits"
-
-
-def _http(f: ErrorFields) -> str:
-    said = f.get("said")
-    return f"{_llm(f)} returned an error (HTTP {f['status']}){': ' if said else ''}{said or ''}"
-
-
-def _llm_failed(f: ErrorFields) -> str:
-    if "detail" in f:  # the older form: a sentence core.llm worded
-        return f["detail"]
-    return f"{_llm(f)} failed ({f['cause']})"
-
-
-def _unreadable(f: ErrorFields) -> str:
-    why = f" ({f['cause']})" if "cause" in f else ""
-    return f"{_llm(f)} sent an answer that could not be read{why}"
-
-
-_WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
-    ErrorCode.FILE_TOO_LARGE: _too_large,
-    ErrorCode.FILE_EMPTY: lambda f: f"{f['file']} is empty",
-    ErrorCode.FILE_NOT_KIND: _not_kind,
-    ErrorCode.IMAGE_FORMAT: lambda f: (
-        f"{f['file']} is a {f['format'].upper()} image, which can't be read here; "
-        "send it as PNG or JPEG"
-    ),
-    ErrorCode.IMAGE_TOO_LARGE: _image_too_large,
-    ErrorCode.FILE_DAMAGED: lambda f: (
-        f"{f['file']} could not be read as {f['format'].upper()}: the file is damaged or truncated"
-    ),
-    ErrorCode.MEDIA_TOO_LONG: _too_long,
-    ErrorCode.AUDIO_TOO_DENSE: lambda f: (
-        f"{f['file']} holds too much sound data to process (very many channels or a very "
-        "high sample rate); send it as ordinary stereo audio"
-    ),
-    ErrorCode.VIDEO_FRAMES_TOO_LARGE: lambda f: (
-        f"{f['file']} has frames of more than {f['limit']:,} pixels; send a smaller video"
-    ),
-    ErrorCode.TOO_MANY_FILES: lambda f: (
-        f"That is {f['count']} files; I take at most {f['limit']} per message."
-    ),
-    ErrorCode.MESSAGE_TOO_LONG: lambda f: (
-        f"Your message is {f['count']:,} characters long; the limit is {f['limit']:,}. "
-        "Attach long documents as a .txt file or shorten the message."
-    ),
-    ErrorCode.MESSAGE_EMPTY: lambda f: (
-        "Your message is empty: tell me what you would like me to do."
-    ),
-    ErrorCode.USAGE_ADMINS_ONLY: lambda f: (
-        "Only the server's admins can see the whole server's usage."
-    ),
-    ErrorCode.SETTINGS_ADMINS_ONLY: lambda f: "Only the server's admins can change its settings.",
-    ErrorCode.SETTINGS_NO_SERVER: lambda f: (
-        "Settings are per server: there is none here (a direct message)."
-    ),
-    ErrorCode.BAD_PERIOD: lambda f: f["reason"],  # core.usage.parse_since words it
-    ErrorCode.PLAN_STALE: lambda f: f"That plan cannot run here any more: {f['reason']}",
-    ErrorCode.BAD_RATING: lambda f: f"feedback is 'good' or 'bad', not {f['value']!r}",
-    ErrorCode.UNKNOWN_TASK: lambda f: (
-        f"unknown task {f['value']!r}; the tasks are: {', '.join(f['choices'])}"
-    ),
-    ErrorCode.QUOTA_REQUESTS: _quota,
-    ErrorCode.QUOTA_TOKENS: _quota,
-    ErrorCode.SETTING_NOT_SERVER: lambda f: (
-        f"{f['value']!r} is not a server: write PLATFORM:ID, e.g. discord:123456789012345678, "
-        "slack:T0123ABCD or cli:local"
-    ),
-    ErrorCode.SETTING_UNKNOWN: lambda f: (
-        f"unknown setting {f['key']!r}; the settings are: {', '.join(f['choices'])}"
-    ),
-    ErrorCode.SETTING_TASK_LIST: lambda f: (
-        "allowed_tasks: give task names separated by commas "
-        "(e.g. text-to-image,image-classification), or none"
-    ),
-    ErrorCode.SETTING_NOT_NUMBER: lambda f: (
-        f"{f['key']}: {f['value']!r} is not a whole number (0 turns the quota off)"
-    ),
-    ErrorCode.SETTING_NOT_PINNED: lambda f: f"no model is pinned for {f['task']}",
-    ErrorCode.SETTING_INVALID: lambda f: f["reason"],  # pydantic's validation, per key
-    ErrorCode.NO_PLAN: lambda f: f.get("reason") or "I could not turn your request into a plan.",
-    ErrorCode.SHUTTING_DOWN: lambda f: (
-        "I'm restarting right now; please send that again in a minute."
-    ),
-    ErrorCode.STORE_DOWN: lambda f: (
-        "I can't reach the conversation history database right now, so I can't work on this "
-        "safely. Please try again in a moment."
-    ),
-    ErrorCode.GAVE_UP: lambda f: (
-        f"I could not finish this after {f['attempts']} attempts; please send it again."
-    ),
-    ErrorCode.EVAL_ABORTED: lambda f: (
-        f"the language model failed on the first {f['count']} requests, stopping: {f['reason']}"
-    ),
-    ErrorCode.HUB_HTTP: lambda f: (
-        f"the Hub at {f['endpoint']} answered HTTP {f['status']} while listing {f['task']} "
-        "models; try again later"
-    ),
-    ErrorCode.HUB_UNREACHABLE: lambda f: (
-        f"could not reach the Hub at {f['endpoint']} ({f['cause']}); "
-        "check the network or HF_ENDPOINT"
-    ),
-    ErrorCode.HUB_UNREADABLE: lambda f: (
-        f"the Hub at {f['endpoint']} sent an unreadable model list for {f['task']}"
-    ),
-    ErrorCode.LLM_TOO_SLOW: lambda f: (
-        f"{_llm(f)} took too long: {_waited(f)} of the {format_seconds(f['allowed'])} allowed"
-    ),
-    ErrorCode.LLM_TIMED_OUT: lambda f: (
-        f"{_llm(f)} did not {'finish its answer' if f.get('partial') else 'answer'} "
-        f"within {_waited(f)}{_unreached(f)}"
-    ),
-    ErrorCode.LLM_UNREADABLE: _unreadable,
-    ErrorCode.LLM_NO_ANSWER: lambda f: f"{_llm(f)} returned no answer",
-    ErrorCode.LLM_NO_MODEL: lambda f: (
-        f"The language model server at {f['host']} lists no model: set LLM_MODEL"
-    ),
-    ErrorCode.LLM_BUDGET_USED: lambda f: (
-        f"{_llm(f)} used its whole budget of {f['tokens']} completion tokens without "
-        "writing an answer (lower LLM_REASONING_EFFORT, or use another model)"
-    ),
-    ErrorCode.LLM_BROKE_OFF: lambda f: (
-        f"{_llm(f)} stopped in the middle of its answer ({f['cause']})"
-    ),
-    ErrorCode.LLM_PROMPT_TOO_LONG: _prompt_too_long,
-    ErrorCode.LLM_PROXY: _sdk(
-        lambda f: f"{_llm(f)} could not be reached through the proxy", _through_proxy
-    ),
-    ErrorCode.LLM_UNREACHABLE: _sdk(lambda f: f"{_llm(f)} could not be reached"),
-    ErrorCode.LLM_UNKNOWN_MODEL: _sdk(_unknown_model),
-    ErrorCode.LLM_KEY_REJECTED: _sdk(
-        lambda f: f"{_llm(f)} rejected the API key (check {f['setting']})"
-    ),
-    ErrorCode.LLM_PAYMENT: _sdk(_payment),
-    ErrorCode.LLM_QUOTA_USED: _sdk(
-        lambda f: f"{_llm(f)} says the account's quota is used up (HTTP 429); check its billing"
-    ),
-    ErrorCode.LLM_RATE_LIMITED: _sdk(
-        lambda f: f"{_llm(f)} is rate limiting us (HTTP 429); try again in a moment"
-    ),
-    ErrorCode.LLM_HTTP: _sdk(_http),
-    ErrorCode.LLM_FAILED: _sdk(_llm_failed),
-    ErrorCode.MESSAGE: lambda f: f["detail"],
-}
+def terse(code: Code, fields: ErrorFields) -> str:
+    """``code`` and ``fields`` in one line, for logs and the language model:
+    ``file_too_large file='a.png' size=30000000 limit=26214400``."""
+    return " ".join([str(code), *(f"{k}={v!r}" for k, v in fields.items())])
 
 
 # ------------------------------------------------------------ other errors

@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.clock import SYSTEM_CLOCK, Clock, utc
-from core.errors import ErrorCode, LeaseLost, StoreRejected, StoreUnavailable, wording
+from core.errors import ErrorCode, LeaseLost, RunFailed, StoreRejected, StoreUnavailable
 from core.lease_holder import gone, owner_name
 from core.store.jobs import QUEUED, RUNNING, AcceptedRow, JobRow, JobStore, Slot
 from core.store.repo import fit_key
@@ -523,7 +523,7 @@ class JobQueue:
             if job.attempts > self.max_attempts:
                 error = f"gave up after {job.attempts - 1} attempts"
                 log.error("job %s: %s", job.id, error)
-                await runner.give_up(job, wording(ErrorCode.GAVE_UP, attempts=job.attempts - 1))
+                await runner.give_up(job, RunFailed(ErrorCode.GAVE_UP, attempts=job.attempts - 1))
             else:
                 await runner.run(job)
         except LeaseLost:

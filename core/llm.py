@@ -71,7 +71,7 @@ from openai.types.shared_params import ResponseFormatJSONObject
 
 from core import telemetry
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import ConfigError, ErrorCode, ErrorFields, RunFailed, format_seconds
+from core.errors import ConfigError, ErrorCode, ErrorFields, RunFailed
 from core.http_client import async_client
 from core.llm_server import (
     Fault,
@@ -165,10 +165,10 @@ class Deadline:
 
     def waited(self) -> str:
         """The time really waited (never more than the budget) and the
-        attempts, e.g. ``45 s (2 attempts)``."""
+        attempts, for a log line: ``45.0 s (2 attempts)``."""
         n = self.attempts
-        spent = format_seconds(min(self.elapsed(), self.budget))
-        return f"{spent} ({n} attempt{'' if n == 1 else 's'})"
+        spent = min(self.elapsed(), self.budget)
+        return f"{spent:.1f} s ({n} attempt{'' if n == 1 else 's'})"
 
 
 # The deadline of the stage running in this task (LLM.stage), if any.

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from PIL import Image, UnidentifiedImageError
 
 from core.errors import ErrorCode, InputRejected
-from core.errors import format_size as format_size  # read here by its callers
 
 IMAGE = "image"
 AUDIO = "audio"

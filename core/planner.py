@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from core.errors import PlanError, RunFailed
+from core.errors import ErrorCode, PlanError, RunFailed
 from core.llm import LLM, BudgetExhausted, JSONSchema
 from core.plan_prompt import CHAT_LOG_BUDGET, Demo, copied_demo, demos_shown
 from core.plan_read import RETRY_HINT, names_tasks, short
@@ -55,7 +55,6 @@ LOOP_REPEATS = 4
 # a loop), over twice the span: ten tasks alike but for a number are a plan.
 COUNTING_SPAN = 1200
 _DIGITS = re.compile(r"\d+")
-STRONGER = "set LLM_MODEL to a stronger model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +93,7 @@ class PlanResult:
     """Every attempt, and the plan or why there is none."""
 
     attempts: list[PlanAttempt] = field(default_factory=list)
-    failure: str | None = None  # for the person, when no plan
+    failure: RunFailed | None = None  # why there is no plan (NO_PLAN)
     llm_error: RunFailed | None = None  # the LLM call itself failed
     chosen: int = -1  # the attempt in force: the last, or the first kept over a worse re-ask
 
@@ -342,33 +341,20 @@ def judge(answer: str, ask: PlanAsk, demos: Sequence[Demo] = ()) -> PlanAttempt:
     return PlanAttempt(*done, None)
 
 
-def _failure(attempts: Sequence[PlanAttempt]) -> str:
-    """Why there is no plan, for the person."""
+def _failure(attempts: Sequence[PlanAttempt]) -> RunFailed:
+    """Why there is no plan (``NO_PLAN``): ``cause`` ``loop`` or ``length``
+    (both answers were cut), ``emptied`` (the re-ask answered no task) or
+    ``invalid`` (twice), with ``reason``, the plan check's own words (what
+    the re-ask told the language model)."""
     first, last = attempts[0], attempts[-1]
     cuts = [a.cut for a in attempts if a.cut]
-    if len(cuts) == len(attempts) and "loop" in cuts:
-        return (
-            "The language model kept repeating itself instead of writing a plan, so I "
-            f"stopped it (twice). This model is too weak to plan: {STRONGER}."
-        )
     if len(cuts) == len(attempts):
-        return (
-            "The language model kept writing past the length a plan needs, so I stopped it "
-            f"(twice). This model is too weak to plan: {STRONGER}."
-        )
+        return RunFailed(ErrorCode.NO_PLAN, cause="loop" if "loop" in cuts else "length")
     if last.error == EMPTIED:
         why = (first.error or "").replace(RETRY_HINT, "").strip()
-        return (
-            "I could not turn your request into a workable plan (the language model's "
-            f"plan was invalid: {why} Asked to correct it, it answered with no task at "
-            "all.) Try rephrasing it, or name the files to use."
-        )
+        return RunFailed(ErrorCode.NO_PLAN, cause="emptied", reason=why)
     why = (last.error or "").replace(RETRY_HINT, "").strip()
-    return (
-        "I could not turn your request into a workable plan "
-        f"(the language model's plan was invalid twice: {why}) "
-        f"Try rephrasing it, or name the files to use; or {STRONGER}."
-    )
+    return RunFailed(ErrorCode.NO_PLAN, cause="invalid", reason=why)
 
 
 def _log(label: str, n: int, attempt: PlanAttempt) -> None:

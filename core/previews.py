@@ -20,7 +20,6 @@ from core.errors import (
     RunFailed,
     StoreRejected,
     StoreUnavailable,
-    wording,
 )
 from core.jobs import JobQueue
 from core.mediatypes import inspect_attachment
@@ -36,7 +35,6 @@ from core.types import (
     PastRequest,
     PlannedStep,
     PlanPreview,
-    ReplyStatus,
     Request,
     Stage,
     Usage,
@@ -75,13 +73,13 @@ async def plan_only(deps: PreviewDeps, request: Request) -> PlanPreview:
         finally:
             await charge(deps, request, usage, ts)
     except InputRejected as e:
-        return PlanPreview((), usage, ReplyStatus.REFUSED, str(e))
+        return PlanPreview.failed(e, usage)
     except RunFailed as e:
         log.warning("plan preview failed: %s", e)
-        return PlanPreview((), usage, ReplyStatus.FAILED, str(e))
+        return PlanPreview.failed(e, usage)
     except StoreUnavailable as e:
         log.error("plan preview: store unavailable: %s", e)
-        return PlanPreview((), usage, ReplyStatus.FAILED, wording(ErrorCode.STORE_DOWN))
+        return PlanPreview.failed(RunFailed(ErrorCode.STORE_DOWN), usage)
     timeouts = deps.config.task_timeouts
     steps = tuple(
         PlannedStep(

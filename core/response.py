@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from core import prompts
+from core.errors import ErrorCode, RunFailed
 from core.llm import LLM, OnDelta
 from core.types import Resource, TaskRecord, TaskStatus, Usage
 
@@ -146,10 +147,12 @@ def _file_line(f: Resource) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """The answer text; ``fallback`` when it was built without the LLM's words."""
+    """The answer text; ``fallback`` when it was built without the LLM's words
+    (``reason``: why, a code and fields the adapters word in its first line)."""
 
     text: str
     fallback: bool = False
+    reason: RunFailed | None = None
 
 
 async def generate_response(
@@ -170,7 +173,9 @@ async def generate_response(
     An empty answer, or one that begins by echoing the prompt's own markup
     (weak local models do), becomes :func:`fallback_answer` (``fallback``
     set).  Raises :class:`~core.errors.RunFailed` when the call fails; the
-    caller then answers with ``fallback_answer(records, files, error=str(exc))``.
+    caller then answers with ``fallback_answer(records, files, error=str(exc))``
+    (the error's terse form: the adapters word its first line again from
+    the reply's error code and fields).
 
     ``on_delta``: stream the answer, handing on its text as it comes (its
     first line is held back until it is seen not to echo the prompt; an
@@ -191,13 +196,13 @@ async def generate_response(
     if opening is not None and text and not echoes_prompt(text):
         await opening.flush()
     if not text:
-        why = "the language model gave an empty answer"
+        why = RunFailed(ErrorCode.LLM_EMPTY_ANSWER)
     elif echoes_prompt(text):
         log.warning("response: the answer echoes the prompt's markup; using the fallback answer")
-        why = "the language model repeated its instructions instead of answering"
+        why = RunFailed(ErrorCode.LLM_ECHOED)
     else:
         return Answer(text)
-    return Answer(fallback_answer(records, files, why), fallback=True)
+    return Answer(fallback_answer(records, files, str(why)), fallback=True, reason=why)
 
 
 class _Opening:
@@ -283,13 +288,18 @@ def echoes_prompt(text: str) -> bool:
 def fallback_answer(
     records: Sequence[TaskRecord], files: Sequence[Resource], error: str | None = None
 ) -> str:
-    """A plain answer built without the LLM: what ran, results, files, failures."""
+    """A plain answer built without the LLM: what ran, results, files, failures.
+
+    Its first line says, tersely, that no answer was written and why
+    (``error``: the failure's terse form): the chat log the language model
+    reads keeps it; the adapters word that line for the person from the
+    reply's error code and fields (``adapters.chat.messages.fallback_text``)."""
     lines: list[str] = []
-    why = f" ({error})" if error else ""
+    why = f": {error}" if error else ""
     if not records:
-        lines.append(f"Sorry, I could not write an answer{why}. Please try again.")
+        lines.append(f"[no answer written{why}]")
     else:
-        lines.append(f"I could not write a full answer{why}; here is what the models found.")
+        lines.append(f"[no answer written{why}; the results follow]")
         lines.append("")
         for r in records:
             lines.append(_record_line(r))

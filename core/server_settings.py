@@ -26,7 +26,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from pydantic import (
     BaseModel,
@@ -37,10 +37,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from core.catalog import Catalog, ModelInfo
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import ErrorCode, InputRejected, wording
+from core.errors import ErrorCode, ErrorFields, InputRejected, SettingProblem, terse
 from core.ratelimit import Quotas
 from core.store.server_settings import ServerSettingsStore
 from core.tasks import TASKS, canonical_task
@@ -98,10 +99,18 @@ class ServerKey:
         return f"{self.platform}:{self.server}"
 
 
+def _invalid(code: ErrorCode, **fields: Unpack[ErrorFields]) -> PydanticCustomError:
+    """A validation error that carries ``code`` and ``fields`` (its message
+    is their terse form, for logs): :func:`problems` reads them back."""
+    return PydanticCustomError(
+        code.value, "{terse}", {"terse": terse(code, fields), "fields": fields}
+    )
+
+
 def _task(name: str) -> str:
     task = canonical_task(name) if isinstance(name, str) else None
     if task is None:
-        raise ValueError(wording(ErrorCode.UNKNOWN_TASK, value=str(name), choices=tuple(TASKS)))
+        raise _invalid(ErrorCode.UNKNOWN_TASK, value=str(name), choices=tuple(TASKS))
     return task
 
 
@@ -126,7 +135,7 @@ class ServerSettings(BaseModel):
     @classmethod
     def _model_name(cls, v: str | None) -> str | None:
         if v is not None and not _MODEL_ID.fullmatch(v):
-            raise ValueError(f"{v!r} is not a model name (e.g. openai/gpt-oss-120b, gpt-5-mini)")
+            raise _invalid(ErrorCode.SETTING_NOT_MODEL_NAME, value=v)
         return v
 
     @field_validator("allowed_tasks")
@@ -144,7 +153,7 @@ class ServerSettings(BaseModel):
         for name, model in v.items():
             task = _task(name)
             if not isinstance(model, str) or not _MODEL_ID.fullmatch(model):
-                raise ValueError(f"{model!r} is not a model id (e.g. facebook/detr-resnet-50)")
+                raise _invalid(ErrorCode.SETTING_NOT_MODEL_ID, value=str(model))
             out[task] = model
         return out
 
@@ -155,10 +164,7 @@ class ServerSettings(BaseModel):
             return None
         v = " ".join(v.split())
         if not _LANGUAGE.fullmatch(v) or v.count(" ") > 2:
-            raise ValueError(
-                f"{v!r} is not a language: name one (e.g. French, Deutsch, 日本語) or give "
-                "its code (fr, pt-BR): at most 3 words, 40 letters"
-            )
+            raise _invalid(ErrorCode.SETTING_NOT_LANGUAGE, value=v)
         return v
 
     @model_validator(mode="after")
@@ -166,18 +172,14 @@ class ServerSettings(BaseModel):
         if self.allowed_tasks is not None:
             barred = sorted(t for t in self.pinned_models if t not in self.allowed_tasks)
             if barred:
-                raise ValueError(
-                    f"a model is pinned for {', '.join(barred)}, which allowed_tasks leaves out: "
-                    "unset the pin or allow the task"
-                )
+                raise _invalid(ErrorCode.SETTING_PIN_BARRED, choices=tuple(barred))
         catalog = info.context.get("catalog") if isinstance(info.context, dict) else None
         if isinstance(catalog, Catalog):
             for task, model in self.pinned_models.items():
                 if catalog.get(model, task) is None:
-                    known = ", ".join(m.id for m in catalog.candidates(task, 5)) or "none"
-                    raise ValueError(
-                        f"{model} does not serve {task} in the model catalog "
-                        f"(its most downloaded models for {task}: {known})"
+                    known = tuple(m.id for m in catalog.candidates(task, 5))
+                    raise _invalid(
+                        ErrorCode.SETTING_PIN_NOT_SERVED, model=model, task=task, choices=known
                     )
         return self
 
@@ -190,7 +192,7 @@ class ServerSettings(BaseModel):
         try:
             return cls.model_validate(dict(data), context={"catalog": catalog})
         except ValidationError as e:
-            raise SettingError(ErrorCode.SETTING_INVALID, reason=describe(e)) from None
+            raise SettingError(ErrorCode.SETTING_INVALID, problems=problems(e)) from None
 
     @classmethod
     def lenient(cls, data: Mapping[str, Any], where: str = "") -> ServerSettings:
@@ -283,14 +285,34 @@ def _pin_task(key: str) -> str | None:
     return None
 
 
-def describe(e: ValidationError) -> str:
-    """``allowed_tasks: unknown task 'x'; …`` — one clause per error."""
-    parts = []
+def problems(e: ValidationError) -> tuple[SettingProblem, ...]:
+    """What is wrong, one problem per error: the key (empty: the whole), and
+    a code with its fields (:func:`_invalid`'s; pydantic's own checks, a
+    number below 0, say, are :attr:`ErrorCode.MESSAGE` with pydantic's words)."""
+    found: list[SettingProblem] = []
     for err in e.errors():
-        where = str(err["loc"][0]) if err["loc"] else ""
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
+        key = str(err["loc"][0]) if err["loc"] else ""
+        ctx = err.get("ctx") or {}
+        if err["type"] in _CODES and "fields" in ctx:
+            code, fields = ErrorCode(err["type"]), ctx["fields"]
+        else:
+            detail = str(err["msg"]).removeprefix("Value error, ")
+            code, fields = ErrorCode.MESSAGE, {"detail": detail}
+        found.append({"key": key, "code": code.value, "fields": fields})
+    return tuple(found)
+
+
+_CODES = frozenset(c.value for c in ErrorCode)
+
+
+def describe(e: ValidationError) -> str:
+    """``allowed_tasks: unknown_task value='x' …`` — one clause per error, for a log line."""
+    return "; ".join(
+        f"{p['key']}: {terse(ErrorCode(p['code']), p['fields'])}"
+        if p["key"]
+        else terse(ErrorCode(p["code"]), p["fields"])
+        for p in problems(e)
+    )
 
 
 # ------------------------------------------------------------ one turn

@@ -167,7 +167,7 @@ async def plan_request(
     plan = result.plan
     if plan is None:
         log.warning("request %s: no plan: %s", req.request_id, result.failure)
-        raise RunFailed(ErrorCode.NO_PLAN, reason=result.failure or "")
+        raise result.failure or RunFailed(ErrorCode.NO_PLAN)
     if notes is not None:
         notes.extend(result.notes)
     return plan
@@ -384,7 +384,8 @@ async def answer(
     except RunFailed as e:
         log.warning("request %s: response stage failed: %s", req.request_id, e)
         discard = DiscardReason.BROKE_OFF
-        written = Answer(fallback_answer(records, tuple(turn.generated), str(e)), fallback=True)
+        text = fallback_answer(records, tuple(turn.generated), str(e))
+        written = Answer(text, fallback=True, reason=e)
     if written.fallback and streamed:
         await emit(AnswerDiscarded(discard))
     return written

@@ -17,7 +17,16 @@ from core.store.jobs import JobFence
 from core.store.repo import TurnRecord
 from core.turn import Turn
 from core.turn_state import dump_state
-from core.types import Job, Reply, ReplyStatus, Request, Resource, TaskRecord, Timings
+from core.types import (
+    Job,
+    Reply,
+    ReplyNote,
+    ReplyStatus,
+    Request,
+    Resource,
+    TaskRecord,
+    Timings,
+)
 from core.usage import TurnUsage, provider_resolver, turn_usage
 
 log = logging.getLogger(__name__)
@@ -56,7 +65,8 @@ async def persist(
 ) -> Reply:
     """Save the turn (with the job's final checkpoint, and ``with_usage``
     its usage rows: one transaction).  A turn the store refuses or cannot
-    take is answered anyway, with a note; its usage is then recorded on
+    take is answered anyway, with a note (:class:`ReplyNote`, worded by
+    the adapters); its usage is then recorded on
     its own, so every turn is counted exactly once."""
     usage = _turn_usage(deps, turn.request, reply) if with_usage else None
     stored = as_stored(turn.request, reply, deps.config.max_request_chars)
@@ -74,16 +84,16 @@ async def persist(
         final = await deps.repo.save_turn(record)
     except StoreUnavailable as e:
         log.error("request %s: could not save the turn: %s", turn.request.request_id, e)
-        note = "(Note: the history database is unavailable, so this turn was not saved.)"
+        note = ReplyNote.HISTORY_DOWN
     except (StoreConflict, StoreRejected) as e:
         log.error("request %s: %s", turn.request.request_id, e)
-        note = "(Note: this turn could not be saved; the details are in the log.)"
+        note = ReplyNote.NOT_SAVED
     else:
         generated = tuple(r for r in final if r.source == "generated")
         return replace(reply, files=generated) if generated else reply
     if usage is not None:
         await _record_usage(deps, usage)
-    return replace(reply, text=f"{reply.text}\n\n{note}")
+    return replace(reply, notes=(*reply.notes, note))
 
 
 def _turn_usage(deps: Deps, request: Request, reply: Reply) -> TurnUsage:

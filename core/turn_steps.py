@@ -235,7 +235,11 @@ class Answer:
         turn.timings["response"] = st.seconds
         # A fallback answer is marked so callers can tell the answer stage failed.
         status = ReplyStatus.FALLBACK if written.fallback else ReplyStatus.ANSWERED
-        return End(reply_of(turn, written.text, records, status=status))
+        reply = reply_of(turn, written.text, records, status=status)
+        if written.reason is not None:  # why the answer is the fallback, as data
+            why = written.reason
+            reply = replace(reply, error_code=str(why.code), error_fields=dict(why.fields))
+        return End(reply)
 
 
 Step = Start | Plan | Approved | SelectAndExecute | Execute | Answer
@@ -276,12 +280,8 @@ async def complete_turn(deps: Deps, request: Request, emit: EventSink, job: Job 
         reply = reply_of(turn, str(down), status=ReplyStatus.FAILED).with_error(down)
     except Exception:
         log.exception("request %s crashed", request.request_id)
-        reply = reply_of(
-            turn,
-            f"Something went wrong on my side (request {request.request_id}). "
-            "The details are in the log.",
-            status=ReplyStatus.FAILED,
-        )
+        crashed = RunFailed(ErrorCode.CRASHED, request=request.request_id)
+        reply = reply_of(turn, str(crashed), status=ReplyStatus.FAILED).with_error(crashed)
     turn.timings["total"] = round(deps.clock.monotonic() - t0, 3)
     reply = replace(reply, timings=Timings.of(turn.timings))
     reply = await persist(deps, turn, reply, job, with_usage=True)

@@ -282,6 +282,13 @@ class ReplyStatus(StrEnum):
     FAILED = "failed"  # could not be completed (language model, plan, store, a bug)
 
 
+class ReplyNote(StrEnum):
+    """Something the person is told after a reply (the words are the adapters')."""
+
+    HISTORY_DOWN = "history_down"  # the store was unavailable: the turn was not saved
+    NOT_SAVED = "not_saved"  # the store refused the turn (the details are in the log)
+
+
 _TIMED = ("planning", "selection", "execution", "response", "total")
 
 
@@ -346,13 +353,16 @@ class Reply:
     status: ReplyStatus = ReplyStatus.ANSWERED
     plan_notes: tuple[PlanNote, ...] = ()  # repairs of the plan that changed its meaning
     # Refused or failed: the error's code (a core.errors.ErrorCode value) and
-    # fields, for an adapter to word it again (empty in replies saved before).
+    # fields, which the adapters word (the text is the error's terse form,
+    # for logs and the chat log; empty in replies saved before: their text
+    # is the English).
     error_code: str = ""
     error_fields: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[ReplyNote, ...] = ()  # said after the text (the turn was not saved)
 
     @property
     def error(self) -> bool:
-        """The text says why the request was refused or failed."""
+        """The request was refused or failed (:attr:`failure` says why)."""
         return self.status in (ReplyStatus.REFUSED, ReplyStatus.FAILED)
 
     @property
@@ -360,23 +370,33 @@ class Reply:
         return self.status is ReplyStatus.FALLBACK
 
     def with_error(self, err: InputRejected | RunFailed) -> Reply:
-        """This reply saying ``err``: its words as the text, its code and fields kept."""
+        """This reply saying ``err``: its terse form as the text, its code and fields kept."""
         return replace(self, text=str(err), error_code=str(err.code), error_fields=dict(err.fields))
 
     @property
     def failure(self) -> InputRejected | RunFailed | None:
-        """The error this refused or failed reply says, rebuilt from its code
-        and fields; None when it has none, or when its text says more than
-        the error's words (a note added after them: the text is shown)."""
-        if not self.error or not self.error_code:
+        """The error this refused or failed reply says (or why a fallback
+        answer is one), rebuilt from its code and fields; None when it has
+        none (the text is all there is)."""
+        if not (self.error or self.fallback):
             return None
-        try:
-            code = ErrorCode(self.error_code)
-        except ValueError:  # a code this version does not know
-            return None
-        kind = InputRejected if self.status is ReplyStatus.REFUSED else RunFailed
-        err = kind(code, **cast(ErrorFields, self.error_fields))
-        return err if str(err) == self.text else None
+        return rebuilt(self.status, self.error_code, self.error_fields)
+
+
+def rebuilt(
+    status: ReplyStatus, code: str, fields: Mapping[str, Any]
+) -> InputRejected | RunFailed | None:
+    """The error a refused (:class:`InputRejected`) or failed
+    (:class:`RunFailed`) result names by ``code`` and ``fields``; None for
+    no code, or one this version does not know."""
+    try:
+        known = ErrorCode(code) if code else None
+    except ValueError:
+        known = None
+    if known is None:
+        return None
+    kind = InputRejected if status is ReplyStatus.REFUSED else RunFailed
+    return kind(known, **cast(ErrorFields, dict(fields)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,18 +420,32 @@ class PlannedStep:
 @dataclass(frozen=True, slots=True)
 class PlanPreview:
     """What ``/plan`` shows: the steps (none: the request needs no model), or
-    why no plan could be made (``status`` REFUSED or FAILED, ``note``)."""
+    why no plan could be made (``status`` REFUSED or FAILED, :attr:`failure`)."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(defer_build=True)  # PLAN_PREVIEW_ADAPTER
 
     steps: tuple[PlannedStep, ...]
     usage: Usage = field(default_factory=Usage)
     status: ReplyStatus = ReplyStatus.ANSWERED
-    note: str = ""  # why no plan could be made, for the user
+    note: str = ""  # why no plan could be made: the error's terse form, for logs
+    error_code: str = ""  # and its code and fields, which the adapters word
+    error_fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failed(cls, err: InputRejected | RunFailed, usage: Usage) -> PlanPreview:
+        status = ReplyStatus.REFUSED if isinstance(err, InputRejected) else ReplyStatus.FAILED
+        return cls((), usage, status, str(err), str(err.code), dict(err.fields))
 
     @property
     def error(self) -> bool:
         return self.status in (ReplyStatus.REFUSED, ReplyStatus.FAILED)
+
+    @property
+    def failure(self) -> InputRejected | RunFailed | None:
+        """Why no plan could be made, rebuilt from its code and fields."""
+        if not self.error:
+            return None
+        return rebuilt(self.status, self.error_code, self.error_fields)
 
 
 # --------------------------------------------------------------------- JSON
@@ -618,8 +652,9 @@ class JobRunner(Protocol):
         or that the bot is restarting and will finish it)."""
         ...
 
-    async def give_up(self, job: Job, reason: str) -> None:
-        """The job will not be run (again): tell the person ``reason``."""
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
+        """The job will not be run (again): tell the person why (``failure``'s
+        code and fields, e.g. ``ErrorCode.GAVE_UP``, worded by the adapter)."""
         ...
 
 

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from core.catalog import Catalog
+from core.errors import ErrorCode, InputRejected
 from core.types import Request, TaskRecord, Usage
 
 MICRO = 1_000_000  # costs are stored in micro-USD (exact sums)
@@ -239,7 +240,7 @@ _UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "wee
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """The start of a period: ``30m``, ``12h``, ``7d``, ``2w`` back from
     ``now``, or an ISO date or datetime (``2026-08-01``, UTC when it names no
-    zone).  ValueError with the accepted forms otherwise."""
+    zone).  :class:`InputRejected` (``BAD_PERIOD``) otherwise."""
     now = now or datetime.now(UTC)
     m = _PERIOD.fullmatch(text)
     if m:
@@ -247,9 +248,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(
-            f"{text!r} is not a period: use e.g. 30m, 12h, 7d, 2w, or a date such as 2026-08-01"
-        ) from None
+        raise InputRejected(ErrorCode.BAD_PERIOD, value=text) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 

@@ -1,13 +1,17 @@
 """What a person reads when a request is refused or fails, for every platform.
 
-Errors carry data: a code and its fields (:mod:`core.errors`).  The core's
-codes (:class:`~core.errors.ErrorCode`) are worded once, in core.errors'
-table, which ``str(err)`` uses for logs and the conversation history; the
-adapters' own refusals (downloads, platforms' files, the terminal's paths)
-have their codes and words here (:class:`ChatCode`).  :func:`error_text` is
-what the person is shown for any of them; a platform that wants another
-form (an embed, a block, another language) starts from ``err.code`` and
-``err.fields`` here.
+Errors carry data: a code and its fields (:mod:`core.errors`); the core
+words none of them (its ``str(err)`` is a terse form for logs and the
+language model).  The core's codes (:class:`~core.errors.ErrorCode`) are
+worded in :mod:`adapters.chat.error_words`; the adapters' own refusals
+(downloads, platforms' files, the terminal's paths) have their codes and
+words here (:class:`ChatCode`).  :func:`error_text` (or :func:`render_error`
+from a code and fields) is what the person is shown for any of them, and
+:func:`reply_text` is a reply's text as shown: a refused or failed reply's
+error worded again from its code and fields, then the notes the core added
+(:class:`~core.types.ReplyNote`: the turn was not saved).  A platform that
+wants another form (an embed, a block, another language) starts from the
+code and the fields here.
 
 The fixed messages (restarting, sorry, busy) are here too; the status
 message's own words are in :mod:`adapters.chat.render`.
@@ -15,9 +19,12 @@ message's own words are in :mod:`adapters.chat.render`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
-from core.errors import Code, ErrorFields, InputRejected, RunFailed
+from adapters.chat.error_words import CORE_WORDS
+from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed
+from core.types import Reply, ReplyNote
 
 # The bot restarts while a request is kept: it is finished when it is back.
 RESTARTING = (
@@ -40,9 +47,6 @@ class ChatCode(Code):
     NO_FILE_URL = "no_file_url"  # file, source
     EXTERNAL_LINK = "external_link"  # file
     SLACK_NO_FILES_SCOPE = "slack_no_files_scope"  # file
-
-    def words(self, fields: ErrorFields) -> str:
-        return _WORDS[self](fields)
 
 
 def _download_failed(f: ErrorFields) -> str:
@@ -75,7 +79,62 @@ _WORDS: dict[ChatCode, Callable[[ErrorFields], str]] = {
 }
 
 
+# What the core's notes on a reply say (after its text, a blank line between).
+NOTE_WORDS: dict[ReplyNote, str] = {
+    ReplyNote.HISTORY_DOWN: (
+        "(Note: the history database is unavailable, so this turn was not saved.)"
+    ),
+    ReplyNote.NOT_SAVED: "(Note: this turn could not be saved; the details are in the log.)",
+}
+
+
+def render_error(code: Code, fields: Mapping[str, Any]) -> str:
+    """The words for ``code`` with ``fields``: the core's codes from
+    :data:`~adapters.chat.error_words.CORE_WORDS`, the adapters' from here."""
+    f = cast(ErrorFields, fields)
+    if isinstance(code, ErrorCode):
+        return CORE_WORDS[code](f)
+    if isinstance(code, ChatCode):
+        return _WORDS[code](f)
+    raise ValueError(f"no words for {code!r}")
+
+
 def error_text(err: InputRejected | RunFailed) -> str:
-    """What the person is told for ``err``: its code's words with its fields
-    (for the core's codes the same English as its log line)."""
-    return err.code.words(err.fields)
+    """What the person is told for ``err``: its code's words with its fields."""
+    return render_error(err.code, err.fields)
+
+
+def reply_text(reply: Reply) -> str:
+    """``reply``'s text as a person reads it (:func:`shown_text`), then each
+    note the core added."""
+    return with_notes(shown_text(reply), reply)
+
+
+def shown_text(reply: Reply) -> str:
+    """``reply``'s own text as a person reads it: a refused or failed
+    reply's error worded from its code and fields (its text when it has
+    none: a reply saved before replies kept their error); a fallback
+    answer with its first line, the reason, worded here; an answer as it is."""
+    failure = reply.failure
+    if failure is None:
+        return reply.text
+    if reply.fallback:
+        return fallback_text(reply, error_text(failure))
+    return error_text(failure)
+
+
+def fallback_text(reply: Reply, why: str) -> str:
+    """A fallback answer (``core.response.fallback_answer``: its first line
+    names the reason in the core's terse form, the lines after it list what
+    the models found) with its first line worded here."""
+    if reply.tasks:
+        head = f"I could not write a full answer ({why}); here is what the models found."
+    else:
+        head = f"Sorry, I could not write an answer ({why}). Please try again."
+    _, newline, rest = reply.text.partition("\n")
+    return f"{head}{newline}{rest}"
+
+
+def with_notes(text: str, reply: Reply) -> str:
+    """``text`` followed by ``reply``'s notes, a blank line before each."""
+    return "".join([text, *(f"\n\n{NOTE_WORDS[n]}" for n in reply.notes)])

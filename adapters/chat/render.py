@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapters.chat.board import Board, Opening
+from adapters.chat.error_words import format_seconds, format_size
 from adapters.chat.messages import CANNOT_TAKE as CANNOT_TAKE  # read here by the platforms
 from adapters.chat.messages import RESTARTING, SORRY, error_text
 from adapters.chat.text import shorten
-from core.errors import InputRejected, RunFailed, format_seconds, format_size
+from core.errors import InputRejected, RunFailed
 from core.types import (
     ModelChoice,
     Notice,
@@ -229,7 +230,8 @@ class Renderer:
     def plan(self, preview: PlanPreview) -> str:
         b, c, esc = self.markup.bold, self.markup.code, self.markup.escape
         if preview.error:
-            return f"{ERROR_ICON} {esc(preview.note)}"
+            failure = preview.failure
+            return f"{ERROR_ICON} {esc(error_text(failure) if failure else preview.note)}"
         if not preview.steps:
             return "📝 No model is needed: I would answer this directly."
         lines = [f"📝 {b('Plan')} — {plural(len(preview.steps), 'task')} (nothing was run)"]

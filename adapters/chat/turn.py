@@ -36,6 +36,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from adapters.chat.board import Board, Opening
+from adapters.chat.messages import reply_text, shown_text, with_notes
 from adapters.chat.render import Renderer
 from adapters.chat.status import StatusMessage
 from adapters.chat.surface import MONOTONIC, BoardSurface, Clock, StreamingSurface, Surface
@@ -162,15 +163,18 @@ class _SurfaceTurn:
     async def _finish(self, reply: Reply) -> None:
         if reply.error:
             log.info("request %s: %s: %s", self.rid, reply.status, reply.text)
-            reason = reply.failure or reply.text  # the error itself, when the reply has it
-            await self.status.close(self.renderer.failed(reason, reply.tasks, self.limit))
+            # the error itself, when the reply has it and no note follows it
+            reason = reply.failure if not reply.notes else None
+            shown = reason or reply_text(reply)
+            await self.status.close(self.renderer.failed(shown, reply.tasks, self.limit))
             return
-        text = reply.text
+        text = shown_text(reply)  # a fallback's reason worded
         if self.native is not None and self.streamed:
-            if text.startswith(self.streamed):  # shown already: only the rest (a note) is left
+            if text.startswith(self.streamed):  # shown already: only the rest is left
                 text = text[len(self.streamed) :]
             else:
                 await self.native.discard_stream()
+        text = with_notes(text, reply)  # what the core noted (the turn was not saved)
         try:
             await self.surface.post_answer(self.renderer.answer(text), reply.files)
         except Exception:

@@ -29,6 +29,7 @@ from adapters.discord.incoming import download_each, refusal
 from adapters.discord.places import conversation_key
 from adapters.discord.posted import FollowupLookup
 from adapters.discord.surface import MESSAGE_LIMIT, RENDERER, TOKEN_LIFETIME, DiscordSurface
+from core.errors import RunFailed
 from core.types import ConversationKey, Job, Notice, PlannedStep, Request
 
 if TYPE_CHECKING:
@@ -208,5 +209,5 @@ class DiscordRunner:
     async def notify(self, job: Job, notice: Notice) -> None:
         await DiscordSurface(self.bot, job).edit_status(RENDERER.notice(notice, MESSAGE_LIMIT))
 
-    async def give_up(self, job: Job, reason: str) -> None:
-        await DiscordSurface(self.bot, job).edit_status(RENDERER.failed(reason, (), MESSAGE_LIMIT))
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
+        await DiscordSurface(self.bot, job).edit_status(RENDERER.failed(failure, (), MESSAGE_LIMIT))

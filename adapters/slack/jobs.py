@@ -29,6 +29,7 @@ from adapters.slack.files import download_files
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup
 from adapters.slack.surface import SlackSurface
+from core.errors import RunFailed
 from core.media_files import sniff_mime
 from core.types import AgentAPI, ConversationKey, Job, Notice, Posted, Request
 
@@ -190,7 +191,7 @@ class SlackRunner:
         else:
             await surface.edit_status(text)
 
-    async def give_up(self, job: Job, reason: str) -> None:
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
         incoming = incoming_of(job.payload)
         surface = SlackSurface(  # a message in the thread, in any kind of thread
             self.agent,
@@ -201,4 +202,4 @@ class SlackRunner:
             user=incoming.user,
             job=job,
         )
-        await surface.edit_status(RENDERER.failed(reason, (), MESSAGE_LIMIT))
+        await surface.edit_status(RENDERER.failed(failure, (), MESSAGE_LIMIT))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.errors import ErrorCode, wording
+from adapters.chat.messages import reply_text
 from core.plan_schema import planning_token_cap
 from core.response import answer_cap
 from core.tasks import TaskTimeouts
@@ -67,7 +67,7 @@ async def test_graph_runs_independent_tasks_concurrently_and_dependents_after(
         ),
     )
     reply = await env.agent.handle(req("draw a fox, classify it, and rate my sentence"))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     assert [t.status for t in reply.tasks] == [TaskStatus.DONE] * 3
     t2i = env.hf.calls_for(model_a("text-to-image"))[0]
     cls = env.hf.calls_for(model_a("text-classification"))[0]
@@ -109,7 +109,7 @@ async def test_text_output_is_substituted_into_dependent_task(agent_env: AgentEn
         ),
     )
     reply = await env.agent.handle(req("describe my photo aloud", png()))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     tts = env.hf.calls_for(model_a("text-to-speech"))[0]
     assert tts.json["inputs"] == "Caption: a red square on a white background"
     assert env.hf.calls_for(model_a("image-to-text"))[0].body == sample_png()
@@ -170,7 +170,7 @@ async def test_plan_invalid_twice_gives_clear_error_and_keeps_history(agent_env:
     env.llm.reply("plan", "nope", '[{"task": "brew-coffee", "id": 0, "dep": [-1], "args": {}}]')
     reply = await env.agent.handle(req("make coffee"))
     assert reply.error
-    assert "plan" in reply.text.lower()
+    assert "plan" in reply_text(reply).lower()
     history = await env.agent.repo.load_history(KEY)
     assert [t.role for t in history.turns] == ["user", "assistant"]
     assert history.turns[0].text == "make coffee"
@@ -185,7 +185,7 @@ async def test_plan_naming_unknown_file_is_rejected_and_reasked(agent_env: Agent
     )
     # two images: no one file to use instead (core.plan_repair), so it is asked again
     reply = await env.agent.handle(req("what is in my photo?", png(), png("other.png")))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     assert len(env.llm.calls("plan")) == 2
     assert "photo.png" in json.dumps(env.llm.calls("plan")[1]["messages"])
     assert env.hf.calls_for(model_a("image-classification"))[0].body == sample_png()
@@ -196,7 +196,7 @@ async def test_empty_plan_answers_directly(agent_env: AgentEnv) -> None:
     env.llm.reply("plan", "[]")
     env.llm.reply("answer", "Hello! How can I help?")
     reply = await env.agent.handle(req("hi there"))
-    assert reply.text == "Hello! How can I help?"
+    assert reply_text(reply) == "Hello! How can I help?"
     assert reply.tasks == ()
     assert env.llm.calls("select") == []
     assert len(env.llm.calls("answer")) == 1
@@ -249,7 +249,7 @@ async def test_second_turn_uses_file_from_first(agent_env: AgentEnv) -> None:
     handle = first.files[0].handle
     env.llm.reply("plan", plan(step(0, "object-detection", image=handle)))
     second = await env.agent.handle(req(f"find objects in {handle}"))
-    assert not second.error, second.text
+    assert not second.error, reply_text(second)
     assert env.hf.calls_for(model_a("object-detection"))[0].body == first.files[0].path.read_bytes()
     # the planner was shown the file of the earlier turn
     assert handle in json.dumps(env.llm.calls("plan")[1]["messages"])
@@ -283,7 +283,7 @@ async def test_progress_events_cover_every_stage(agent_env: AgentEnv) -> None:
     assert running[-1].tasks[0].status is TaskStatus.DONE
     assert running[-1].tasks[0].model == model_a("translation")
     # the answer streamed, and the run ends with the reply
-    assert "".join(p.text for p in seen if isinstance(p, AnswerDelta)) == reply.text
+    assert "".join(p.text for p in seen if isinstance(p, AnswerDelta)) == reply_text(reply)
     assert seen[-1] == Finished(reply)
 
 
@@ -319,7 +319,9 @@ async def test_all_candidates_timing_out_gives_answer_naming_the_failure(
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.FAILED
     assert "timed out" in (rec.error or "")
-    assert "translation" in reply.text and "timed out" in reply.text  # fallback answer
+    assert "translation" in reply_text(reply) and "timed out" in reply_text(
+        reply
+    )  # fallback answer
 
 
 async def test_dead_llm_endpoint_gives_clear_message(agent_env: AgentEnv) -> None:
@@ -327,8 +329,8 @@ async def test_dead_llm_endpoint_gives_clear_message(agent_env: AgentEnv) -> Non
     env.agent.llm = env.llm.client(base_url="http://127.0.0.1:9/v1")
     reply = await env.agent.handle(req("hello"))
     assert reply.error
-    assert "could not be reached" in reply.text
-    assert "sk-" not in reply.text
+    assert "could not be reached" in reply_text(reply)
+    assert "sk-" not in reply_text(reply)
     # the user's message is still stored
     history = await env.agent.repo.load_history(KEY)
     assert history.turns[0].text == "hello"
@@ -339,7 +341,7 @@ async def test_attachment_that_is_not_what_its_name_says(agent_env: AgentEnv) ->
     fake = Attachment("cat.png", "image/png", b"<!DOCTYPE html><html><body>login</body></html>")
     reply = await env.agent.handle(req("what is this?", fake))
     assert reply.error
-    assert "cat.png" in reply.text and "not an image" in reply.text
+    assert "cat.png" in reply_text(reply) and "not an image" in reply_text(reply)
     assert env.llm.requests == []  # rejected before any LLM call
 
 
@@ -348,7 +350,7 @@ async def test_attachment_over_size_limit(agent_env: AgentEnv) -> None:
     env.agent.config = type(env.agent.config)(max_attachment_bytes=1000)
     big = Attachment("song.wav", "audio/wav", sample_wav(seconds=1.0))
     reply = await env.agent.handle(req("transcribe", big))
-    assert reply.error and "song.wav" in reply.text and "limit" in reply.text
+    assert reply.error and "song.wav" in reply_text(reply) and "limit" in reply_text(reply)
 
 
 async def test_earlier_history_survives_a_failed_turn(agent_env: AgentEnv) -> None:
@@ -398,8 +400,8 @@ async def test_database_gone_gives_clear_message_not_a_crash(agent_env: AgentEnv
     finally:
         await dead.aclose()
     assert reply.error
-    assert "database" in reply.text.lower()
-    assert "127.0.0.1:1" not in reply.text
+    assert "database" in reply_text(reply).lower()
+    assert "127.0.0.1:1" not in reply_text(reply)
     assert env.llm.requests == []
 
 
@@ -409,11 +411,11 @@ async def test_too_many_files_too_long_or_empty_is_refused_before_any_llm_call(
     env = agent_env
     many = tuple(png(f"p{i}.png") for i in range(11))
     reply = await env.agent.handle(req("look", *many))
-    assert reply.error and "at most 10" in reply.text
+    assert reply.error and "at most 10" in reply_text(reply)
     reply = await env.agent.handle(req("x" * 20_001))
-    assert reply.error and "20,000" in reply.text
+    assert reply.error and "20,000" in reply_text(reply)
     reply = await env.agent.handle(req("   "))
-    assert reply.error and "empty" in reply.text
+    assert reply.error and "empty" in reply_text(reply)
     assert env.llm.requests == []
 
 
@@ -422,7 +424,7 @@ async def test_text_file_handle_as_text_argument_passes_its_content(agent_env: A
     doc = Attachment("notes.txt", "text/plain", b"The meeting moved to Friday at noon.")
     env.llm.reply("plan", plan(step(0, "summarization", text="notes.txt")))
     reply = await env.agent.handle(req("summarize my notes", doc))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     sent = env.hf.calls_for(model_a("summarization"))[0].json
     assert sent["inputs"] == "The meeting moved to Friday at noon."
     # a text argument that only looks like a file name stays as written
@@ -468,7 +470,7 @@ async def test_per_user_rate_limit(agent_env: AgentEnv) -> None:
     assert not (await env.agent.handle(req("two"))).error
     third = await env.agent.handle(req("three"))
     assert third.error
-    assert third.text == "You have used your 2 requests this minute; try again in 40 s."
+    assert reply_text(third) == "You have used your 2 requests this minute; try again in 40 s."
     other = Request(KEY, "someone-else", "hi")
     assert not (await env.agent.handle(other)).error  # the budget is per user
     clock.advance(40)  # the next minute
@@ -512,7 +514,7 @@ async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: 
     refused = await env.agent.handle(
         Request(ConversationKey("cli", "local", "other"), "u2", "hello")
     )
-    assert refused.error and "restarting" in refused.text
+    assert refused.error and "restarting" in reply_text(refused)
     assert not await env.agent.drain(0.01)  # still running
     assert await env.agent.drain(10)
     assert running.done() and not running.result().error
@@ -520,7 +522,7 @@ async def test_shutdown_refuses_new_requests_and_drains_running_ones(agent_env: 
     other = await env.agent.repo.load_history(ConversationKey("cli", "local", "other"))
     assert [(t.role, t.text) for t in other.turns] == [
         ("user", "hello"),
-        ("assistant", wording(ErrorCode.SHUTTING_DOWN)),
+        ("assistant", "shutting_down"),  # the core's terse form: the chat log holds no words
     ]
 
 
@@ -542,7 +544,7 @@ async def test_whole_request_on_a_reasoning_model_is_answered_unchanged(
     env.llm.reply("answer", "Here is your summary.")
     reply = await env.agent.handle(req("summarize this"))
     assert not reply.error and not reply.fallback
-    assert reply.text == "Here is your summary."
+    assert reply_text(reply) == "Here is your summary."
     assert reply.tasks[0].model == model_b("summarization")
     bodies = env.llm.calls()
     assert [stage_of(b) for b in bodies] == ["plan", "select", "answer"]  # nothing refused
@@ -567,7 +569,7 @@ async def test_a_schema_shaped_plan_runs(agent_env: AgentEnv) -> None:
     env.llm.reply("plan", json.dumps({"tasks": [{"task": "translation", "id": 0, "dep": [-1],
                                                  "args": args}]}))  # fmt: skip
     reply = await env.agent.handle(req("translate hi"))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     assert reply.tasks[0].status is TaskStatus.DONE
 
 
@@ -579,7 +581,7 @@ async def test_reask_after_a_plan_with_tasks_says_empty_is_wrong_and_refuses_it(
     env.llm.reply("plan", plan(step(0, "image-classification", image="/etc/passwd")))
     reply = await env.agent.handle(req("what is in my photo?", png(), png("other.png")))
     assert reply.error
-    assert "no task" in reply.text and "plan" in reply.text
+    assert "no task" in reply_text(reply) and "plan" in reply_text(reply)
     _first, second = env.llm.calls("plan")
     reask = second["messages"][-1]["content"]
     assert "an empty list [] is wrong here" in reask and "if no model is needed" not in reask
@@ -593,7 +595,7 @@ async def test_reask_with_files_says_empty_is_wrong(agent_env: AgentEnv) -> None
         "plan", "Let me look at it.", plan(step(0, "image-classification", image="photo.png"))
     )
     reply = await env.agent.handle(req("what is in my photo?", png()))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     assert "an empty list [] is wrong here" in env.llm.calls("plan")[1]["messages"][-1]["content"]
 
 
@@ -602,7 +604,7 @@ async def test_reask_of_chit_chat_may_answer_empty(agent_env: AgentEnv) -> None:
     env.llm.reply("plan", "Hello there!", "[]")
     env.llm.reply("answer", "Hello! How can I help?")
     reply = await env.agent.handle(req("hi"))
-    assert not reply.error and reply.text == "Hello! How can I help?"
+    assert not reply.error and reply_text(reply) == "Hello! How can I help?"
     assert "(or [] if no model is needed)" in env.llm.calls("plan")[1]["messages"][-1]["content"]
 
 
@@ -612,15 +614,19 @@ async def test_echoed_markup_answer_is_replaced_by_the_fallback(agent_env: Agent
     env.llm.reply("plan", plan(step(0, "translation", text="hi")))
     reply = await env.agent.handle(req("translate hi"))
     assert reply.fallback and not reply.error
-    assert "<request>" not in reply.text and "<results>" not in reply.text
-    assert "task 0, translation on acme/translation-a: done" in reply.text
+    assert "<request>" not in reply_text(reply) and "<results>" not in reply_text(reply)
+    assert "task 0, translation on acme/translation-a: done" in reply_text(reply)
 
 
 async def test_looping_model_is_bounded_by_the_caps(agent_env: AgentEnv) -> None:
     env = agent_env
     env.llm.weak = WeakModel(loop=True)
     reply = await env.agent.handle(req("draw a cat"))
-    assert reply.error and "kept repeating itself" in reply.text and "LLM_MODEL" in reply.text
+    assert (
+        reply.error
+        and "kept repeating itself" in reply_text(reply)
+        and "LLM_MODEL" in reply_text(reply)
+    )
     calls = env.llm.calls()
     cap = planning_token_cap(env.agent.config.max_tasks, len("draw a cat"))
     assert [b["max_completion_tokens"] for b in calls] == [cap] * 2
@@ -632,8 +638,8 @@ async def test_context_overflow_in_planning_is_clear(agent_env: AgentEnv) -> Non
     env.llm.weak = WeakModel(n_ctx=300, props=False)  # the planning prompt is ~600 tokens
     reply = await env.agent.handle(req("draw a cat"))
     assert reply.error
-    assert "too long" in reply.text and "context holds 300" in reply.text
-    assert "HTTP 400" not in reply.text
+    assert "too long" in reply_text(reply) and "context holds 300" in reply_text(reply)
+    assert "HTTP 400" not in reply_text(reply)
     assert len(env.llm.calls()) == 1 and reply.usage.llm_calls == 1
 
 
@@ -642,5 +648,5 @@ async def test_answer_stage_failure_is_a_counted_fallback(agent_env: AgentEnv) -
     env.llm.fail(500, stage="answer")
     reply = await env.agent.handle(req("hi"))
     assert reply.fallback and not reply.error
-    assert "HTTP 500" in reply.text
+    assert "HTTP 500" in reply_text(reply)
     assert reply.usage.llm_calls == 2  # the plan, and the failed answer

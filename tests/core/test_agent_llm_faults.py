@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from adapters.chat.messages import error_text, reply_text
 from core.types import (
     AnswerDelta,
     ConversationKey,
@@ -73,8 +74,8 @@ async def test_unreadable_answer_at_planning_is_a_clear_error(
     unreadable(env.llm, switch, "plan")
     reply = await env.agent.handle(req("translate hello"))
     assert reply.error
-    assert reply.text.startswith("The language model at 127.0.0.1:")
-    assert said in reply.text and CRASH not in reply.text
+    assert reply_text(reply).startswith("The language model at 127.0.0.1:")
+    assert said in reply_text(reply) and CRASH not in reply_text(reply)
     assert len(env.llm.calls("plan")) == 1 and reply.usage.llm_calls == 1
     assert env.llm.calls("answer") == []
     # the turn is still stored, with the message
@@ -92,7 +93,7 @@ async def test_unreadable_answer_at_selection_falls_back_to_most_downloaded(
     )
     unreadable(env.llm, switch, "select")
     reply = await env.agent.handle(req("translate and summarize"))
-    assert not reply.error and not reply.fallback, reply.text
+    assert not reply.error and not reply.fallback, reply_text(reply)
     assert len(env.llm.calls("select")) == 1
     assert [(t.model, t.status) for t in reply.tasks] == [
         (model_a("translation"), TaskStatus.DONE),
@@ -110,9 +111,9 @@ async def test_unreadable_answer_at_the_answer_stage_falls_back_with_the_results
     unreadable(env.llm, switch, "answer")
     reply = await env.agent.handle(req("translate hi"))
     assert reply.fallback and not reply.error
-    assert CRASH not in reply.text
-    assert said in reply.text
-    assert "task 0, translation on acme/translation-a: done" in reply.text
+    assert CRASH not in reply_text(reply)
+    assert said in reply_text(reply)
+    assert "task 0, translation on acme/translation-a: done" in reply_text(reply)
     assert reply.tasks[0].status is TaskStatus.DONE
 
 
@@ -123,8 +124,8 @@ async def test_json_of_the_wrong_shape_is_unreadable_not_a_crash(
     env = agent_env
     env.llm.garbage_json(stage="plan", body=body)
     reply = await env.agent.handle(req("translate hello"))
-    assert reply.error and CRASH not in reply.text
-    assert "could not be read" in reply.text
+    assert reply.error and CRASH not in reply_text(reply)
+    assert "could not be read" in reply_text(reply)
 
 
 async def test_unreadable_plan_in_a_preview_is_an_error_note(agent_env: AgentEnv) -> None:
@@ -132,7 +133,7 @@ async def test_unreadable_plan_in_a_preview_is_an_error_note(agent_env: AgentEnv
     env.llm.serve_html(stage="plan")
     preview = await env.agent.plan_only(req("draw a cat"))
     assert preview.error and preview.steps == ()
-    assert "could not be read" in preview.note
+    assert "could not be read" in error_text(preview.failure)
 
 
 # ------------------------------------------------------ one deadline per stage
@@ -155,7 +156,7 @@ async def test_hanging_llm_after_a_retry_is_bounded_by_the_stage_deadline(
     env.llm.hang(stage="plan")  # the retry never answers
     reply = await env.agent.handle(req("translate hello"))
     assert reply.error
-    assert "did not answer within 1 s (2 attempts)" in reply.text
+    assert "did not answer within 1 s (2 attempts)" in reply_text(reply)
     # one deadline for both attempts: no third attempt, no second full timeout
     assert len(env.llm.calls("plan")) == 2
     assert reply.usage.llm_calls == 2
@@ -170,7 +171,7 @@ async def test_retries_never_start_an_attempt_the_deadline_cannot_fit(
     env.llm.fail(503, times=10, stage="plan")
     reply = await env.agent.handle(req("translate hello"))
     assert reply.error
-    assert "HTTP 503" in reply.text and "(2 attempts in " in reply.text
+    assert "HTTP 503" in reply_text(reply) and "(2 attempts in " in reply_text(reply)
     # 0 s and 0.5 s; a third at 1 s could not finish before the deadline
     assert len(env.llm.calls("plan")) == 2
 
@@ -185,7 +186,7 @@ async def test_a_reask_shares_the_planning_deadline(slow_env: AgentEnv) -> None:
     env.llm.reply("plan", "Sure! Let me think about it.", never)  # invalid, then hangs
     reply = await env.agent.handle(req("translate hello"))
     assert reply.error
-    assert "did not answer within 1 s (2 attempts)" in reply.text
+    assert "did not answer within 1 s (2 attempts)" in reply_text(reply)
     assert len(env.llm.calls("plan")) == 2
 
 
@@ -202,8 +203,8 @@ async def test_hanging_selection_and_answer_each_cost_one_deadline(
     assert reply.fallback and not reply.error
     assert len(env.llm.calls("select")) == 1 and len(env.llm.calls("answer")) == 1
     assert [t.model for t in reply.tasks] == [model_a("translation"), model_a("summarization")]
-    assert "did not answer within 1 s (1 attempt)" in reply.text
-    assert "task 0, translation on acme/translation-a: done" in reply.text
+    assert "did not answer within 1 s (1 attempt)" in reply_text(reply)
+    assert "task 0, translation on acme/translation-a: done" in reply_text(reply)
 
 
 # ------------------------------------------------------------- still waiting
@@ -234,7 +235,7 @@ async def test_a_slow_llm_sends_still_waiting_progress(agent_env: AgentEnv) -> N
         seen.append(p)
 
     reply = await env.agent.handle(req("translate hi"), sink)
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     waiting = [p for p in seen if isinstance(p, StillWaiting)]
     by_stage = {s: [p for p in waiting if p.stage is s] for s in Stage}
     # (selection runs alongside the tasks, and is called off when they finish

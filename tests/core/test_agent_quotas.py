@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from adapters.chat.messages import error_text, reply_text
 from core.agent import Agent
 from core.config import AgentConfig
 from core.ratelimit import DAY, QuotaLimiter, Quotas
@@ -48,7 +49,7 @@ async def test_user_minute_quota_survives_a_restart(
         limit(env.agent, clock)
         third = await env.agent.handle(ask("u1"))
         assert third.error
-        assert third.text == "You have used your 2 requests this minute; try again in 40 s."
+        assert reply_text(third) == "You have used your 2 requests this minute; try again in 40 s."
         clock.advance(40)  # the next minute
         assert not (await env.agent.handle(ask("u1"))).error
     assert len(llm_fake.calls("plan")) == 3  # the refused request cost no LLM call
@@ -84,7 +85,7 @@ async def test_two_agents_on_one_database_share_the_quotas(
             )
         finally:
             await second.aclose()
-    refused = [r.text for r in replies if r.error]
+    refused = [reply_text(r) for r in replies if r.error]
     assert refused == ["This server has used its 3 requests this minute; try again in 40 s."] * 3
     assert len(env.llm.calls("plan")) == 3
 
@@ -104,7 +105,7 @@ async def test_daily_llm_token_budgets_per_user_and_server(agent_env: AgentEnv) 
 
     second = await env.agent.handle(ask("u1"))
     assert second.error
-    assert second.text == (
+    assert reply_text(second) == (
         "You have used your daily budget of 100 LLM tokens; it resets at 00:00 UTC (in 12 h 0 min)."
     )
     assert not (await env.agent.handle(ask("u2"))).error  # another user of the server
@@ -112,7 +113,7 @@ async def test_daily_llm_token_budgets_per_user_and_server(agent_env: AgentEnv) 
     limit(env.agent, clock, Quotas(user_tokens_per_day=100, server_tokens_per_day=spent))
     third = await env.agent.handle(ask("u3"))
     assert third.error
-    assert third.text == (
+    assert reply_text(third) == (
         f"This server has used its daily budget of {spent:,} LLM tokens; it resets at "
         "00:00 UTC (in 12 h 0 min)."
     )
@@ -128,14 +129,16 @@ async def test_requests_per_day_and_the_workspace_wording(agent_env: AgentEnv) -
     assert not (await env.agent.handle(ask("u1"))).error
     assert not (await env.agent.handle(ask("u1"))).error
     refused = await env.agent.handle(ask("u1"))
-    assert refused.text == (
+    assert reply_text(refused) == (
         "You have used your 2 requests for today; they reset at 00:00 UTC (in 12 h 0 min)."
     )
     slack = ConversationKey("slack", "T1", "C1", None)
     for user in ("U1", "U2", "U3"):
         assert not (await env.agent.handle(ask(user, slack))).error
     over = await env.agent.handle(ask("U4", slack))
-    assert over.text == "This workspace has used its 3 requests this minute; try again in 40 s."
+    assert (
+        reply_text(over) == "This workspace has used its 3 requests this minute; try again in 40 s."
+    )
 
 
 async def test_admins_are_exempt_and_not_counted(agent_env: AgentEnv) -> None:
@@ -145,7 +148,9 @@ async def test_admins_are_exempt_and_not_counted(agent_env: AgentEnv) -> None:
         assert not (await env.agent.handle(ask("admin", admin=True))).error
     assert not (await env.agent.handle(ask("u1"))).error  # the admin used none of it
     refused = await env.agent.handle(ask("u2"))
-    assert refused.text == "This server has used its 1 request this minute; try again in 40 s."
+    assert (
+        reply_text(refused) == "This server has used its 1 request this minute; try again in 40 s."
+    )
 
 
 async def test_discord_dms_have_no_server_quota(agent_env: AgentEnv) -> None:
@@ -162,13 +167,16 @@ async def test_plan_previews_are_counted(agent_env: AgentEnv) -> None:
         env.agent, FakeClock(NOON), Quotas(user_per_minute=2, user_tokens_per_day=10**9)
     )
     preview = await env.agent.plan_only(ask("u1"))
-    assert not preview.error, preview.note
+    assert not preview.error, error_text(preview.failure)
     spent = preview.usage.prompt_tokens + preview.usage.completion_tokens
     assert spent > 0
     assert await limiter.store.used("user:discord:u1", "day", DAY_START) == (1, spent)
     assert not (await env.agent.handle(ask("u1"))).error
     refused = await env.agent.plan_only(ask("u1"))
     assert refused.error and refused.steps == ()
-    assert refused.note == "You have used your 2 requests this minute; try again in 40 s."
+    assert (
+        error_text(refused.failure)
+        == "You have used your 2 requests this minute; try again in 40 s."
+    )
     assert (await env.agent.handle(ask("u1"))).error
     assert len(env.llm.calls("plan")) == 2

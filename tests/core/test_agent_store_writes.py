@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from adapters.chat.messages import reply_text
 from core.checkpoint import CheckpointWriter
-from core.errors import StoreUnavailable
+from core.errors import RunFailed, StoreUnavailable
 from core.execution import TaskOutcome
 from core.store.models import Message, UsageTurn
 from core.turn_state import TurnState
@@ -136,7 +137,7 @@ async def test_a_turn_the_store_refuses_is_still_counted_once(agent_env: AgentEn
     await refuse(agent_env.agent.repo.db, "no_messages", "messages", "1 = 1")
     agent_env.llm.reply("plan", ONE_TASK)
     reply = await agent_env.agent.handle(Request(KEY, "u1", "rate my sentence"))
-    assert "could not be saved" in reply.text
+    assert "could not be saved" in reply_text(reply)
     assert await messages(agent_env) == []
     assert await usage_rows(agent_env, reply.request_id) == 1  # recorded on its own
 
@@ -174,7 +175,7 @@ class Holding:
     async def notify(self, job: Job, notice: Notice) -> None:
         return None
 
-    async def give_up(self, job: Job, reason: str) -> None:
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
         return None
 
 

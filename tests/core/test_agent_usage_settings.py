@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
+from adapters.chat.messages import reply_text
 from core.errors import InputRejected
 from core.types import ConversationKey, Request, TaskStatus
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
 from tests.fakes.openai_fake import stage_of
+from tests.said import raises_saying
 
 GUILD = ConversationKey("discord", "guild-1", "chan-1", None)
 OTHER_CHANNEL = ConversationKey("discord", "guild-1", "chan-2", None)
@@ -61,9 +61,9 @@ async def test_usage_equals_what_the_fakes_counted(agent_env: AgentEnv) -> None:
 
 
 async def test_server_usage_is_for_admins_and_periods_are_checked(agent_env: AgentEnv) -> None:
-    with pytest.raises(InputRejected, match="admins"):
+    with raises_saying(InputRejected, "admins"):
         await agent_env.agent.usage(GUILD, "u1", server_wide=True)
-    with pytest.raises(InputRejected, match="not a period"):
+    with raises_saying(InputRejected, "not a period"):
         await agent_env.agent.usage(GUILD, "u1", since="last tuesday")
     empty = await agent_env.agent.usage(GUILD, "u1", since="7d")
     assert empty.turns == 0 and empty.total.llm_calls == 0
@@ -71,12 +71,12 @@ async def test_server_usage_is_for_admins_and_periods_are_checked(agent_env: Age
 
 async def test_only_admins_configure_and_bad_values_are_refused(agent_env: AgentEnv) -> None:
     agent = agent_env.agent
-    with pytest.raises(InputRejected, match="admins"):
+    with raises_saying(InputRejected, "admins"):
         await agent.configure(GUILD, "language", "French", user_id="u1", is_admin=False)
-    with pytest.raises(InputRejected, match="nonsense"):
+    with raises_saying(InputRejected, "nonsense"):
         await agent.configure(GUILD, "allowed_tasks", "nonsense", user_id="a", is_admin=True)
     dm = ConversationKey("discord", "dm", "chan-9", None)
-    with pytest.raises(InputRejected, match="per server"):
+    with raises_saying(InputRejected, "per server"):
         await agent.configure(dm, "language", "French", user_id="a", is_admin=True)
     assert await agent.settings(GUILD) == {}
 
@@ -125,7 +125,7 @@ async def test_server_quota_overrides_the_deployment(agent_env: AgentEnv) -> Non
     env.llm.reply("plan", "[]", "[]")
     assert not (await env.agent.handle(Request(GUILD, "u1", "hi"))).error
     refused = await env.agent.handle(Request(GUILD, "u1", "hi again"))
-    assert refused.error and "1 request" in refused.text
+    assert refused.error and "1 request" in reply_text(refused)
     # the deployment's limit (none) still applies elsewhere
     assert not (await env.agent.handle(Request(OTHER_GUILD, "u1", "hi"))).error
 
@@ -149,7 +149,7 @@ async def test_pinned_model_selection_mode_llm_model_and_language(agent_env: Age
     )
     before = len(env.llm.calls())
     reply = await env.agent.handle(Request(GUILD, "u1", "rate and sum up my sentence"))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     used = {t.task: t.model for t in reply.tasks}
     # the pinned model, although -a is more downloaded; the rest by downloads
     assert used == {

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.chat.messages import error_text
 from core.errors import ErrorCode, InputRejected, RunFailed
 from core.llm import LLM
 from core.ratelimit import QuotaExceeded
@@ -159,7 +160,8 @@ def test_a_quota_refusal_carries_its_wait() -> None:
     err = QuotaExceeded(ErrorCode.QUOTA_REQUESTS, limit=2, period="minute", seconds=40)
     assert isinstance(err, InputRejected)
     assert err.retry_after == 40.0
-    assert str(err) == "You have used your 2 requests this minute; try again in 40 s."
+    assert error_text(err) == "You have used your 2 requests this minute; try again in 40 s."
+    assert str(err) == "quota_requests limit=2 period='minute' seconds=40"  # logs: no words
 
 
 def test_a_setting_refused_names_its_code_and_what_is_accepted() -> None:
@@ -215,7 +217,12 @@ def test_a_refused_reply_keeps_its_error_as_data_through_json() -> None:
     assert again == reply
     failure = again.failure
     assert isinstance(failure, InputRejected)
-    assert (failure.code, failure.fields, str(failure)) == (err.code, err.fields, str(err))
+    assert (failure.code, failure.fields, error_text(failure)) == (
+        err.code,
+        err.fields,
+        "This server has used its daily budget of 100 LLM tokens; it resets at 00:00 UTC "
+        "(in 2 min).",
+    )
 
 
 def test_a_failed_reply_rebuilds_a_run_failure_and_tuples_come_back_as_lists() -> None:
@@ -224,7 +231,8 @@ def test_a_failed_reply_rebuilds_a_run_failure_and_tuples_come_back_as_lists() -
         REPLY_ADAPTER.dump_python(Reply("", status=ReplyStatus.FAILED).with_error(err), mode="json")
     )
     assert isinstance(reply.failure, RunFailed)
-    assert str(reply.failure) == str(err) == reply.text
+    assert error_text(reply.failure) == error_text(err)
+    assert reply.text == str(err)  # the terse form, kept as it was written
 
 
 def test_replies_without_an_error_code_read_as_before() -> None:
@@ -234,3 +242,123 @@ def test_replies_without_an_error_code_read_as_before() -> None:
     assert answered.failure is None  # not refused or failed: no error to show
     unknown = Reply("x", status=ReplyStatus.FAILED, error_code="from_a_newer_version")
     assert unknown.failure is None
+
+
+# ------------------------------------------------ the words live in the adapters
+
+# Where every sentence a person reads about an error, a note or a fallback
+# answer's reason is written (the core says codes and data).
+WORDED_IN = ("adapters/chat/error_words.py", "adapters/chat/messages.py")
+PHRASE_CHARS = 16  # a fixed piece of a sentence this long is worth finding
+
+
+def phrases(source: str) -> set[str]:
+    """The fixed pieces of the sentences in ``source``: its string constants
+    and the literal parts of its f-strings, of :data:`PHRASE_CHARS` or more
+    (docstrings left out), stripped of the punctuation around them."""
+    found: set[str] = set()
+    for text in strings(source):
+        piece = text.strip(" .;:,()'\"\n")
+        if len(piece) >= PHRASE_CHARS:
+            found.add(piece)
+    return found
+
+
+def strings(source: str) -> list[str]:
+    """Every string constant of ``source`` but its docstrings (an f-string
+    gives its literal parts)."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def worded_in_core(folder: Path, words: set[str]) -> list[str]:
+    """The strings of ``folder``'s modules that hold one of ``words``."""
+    return [
+        f"{path.relative_to(folder.parent)}: {phrase!r}"
+        for path in sorted(folder.rglob("*.py"))
+        for text in strings(path.read_text())
+        for phrase in sorted(words)
+        if phrase in text
+    ]
+
+
+# A task's own failure (TaskFailed: the expert's words, shown on its task
+# line) that shares a few words with an error's by chance.
+TASK_ERRORS = {
+    "core/experts/local_hub.py: 'could not be reached'",
+    "core/outputs.py: 'returned no answer'",
+}
+
+
+def tables_of_codes(source: str) -> list[int]:
+    """The lines of dict literals keyed by codes (``{ErrorCode.X: …}``): a
+    table from codes to words, or to anything worded per code."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Dict) and any(is_code(k) for k in node.keys if k is not None)
+    ]
+
+
+def test_the_core_words_no_error() -> None:
+    """No sentence of the adapters' tables (error codes, notes, the fallback
+    answer's first line, the fixed messages) is written in the core too, and
+    the core keeps no table keyed by codes."""
+    words = set().union(*(phrases((ROOT / p).read_text()) for p in WORDED_IN))
+    assert len(words) > 80  # the tables were read
+    assert set(worded_in_core(ROOT / "core", words)) - TASK_ERRORS == set()
+    tables = {
+        str(path.relative_to(ROOT)): tables_of_codes(path.read_text())
+        for path in sorted((ROOT / "core").rglob("*.py"))
+    }
+    assert {path: lines for path, lines in tables.items() if lines} == {}
+
+
+def test_the_core_imports_no_adapter() -> None:
+    imports = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "core").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "adapters")
+        or (
+            isinstance(node, ast.Import)
+            and any(a.name.split(".")[0] == "adapters" for a in node.names)
+        )
+    ]
+    assert imports == []
+
+
+def test_the_word_checks_find_what_they_look_for(tmp_path: Path) -> None:
+    words = phrases(
+        'X = "I\'m restarting right now; please send that again."\n'
+        "def f(n):\n"
+        '    """A docstring is no sentence for a person."""\n'
+        '    return f"{n} is larger than the limit of {n}"\n'
+    )
+    assert words == {
+        "I'm restarting right now; please send that again",
+        "is larger than the limit of",
+    }
+    core = tmp_path / "core"
+    core.mkdir()
+    (core / "a.py").write_text(
+        'def refuse():\n    return f"{name} is larger than the limit of 25 MB"\n'
+    )
+    (core / "b.py").write_text('"""I\'m restarting right now; please send that again."""\n')
+    found = worded_in_core(core, words)
+    assert [line.split(": ", 1)[1] for line in found] == ["'is larger than the limit of'"]
+    assert tables_of_codes("W = {ErrorCode.FILE_EMPTY: lambda f: f['file']}\nV = {'a': 1}\n") == [1]

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from adapters.chat.messages import error_text
 from core.jobs import LeasedJob
 from core.store.jobs import DONE, QUEUED
 from core.store.models import Message, ResourceRow
@@ -353,7 +354,7 @@ async def test_a_job_that_keeps_killing_its_process_is_given_up_with_a_word(
         clock.advance(LEASE + 1)
         assert await env.agent.process(job) == "done"
         await finished(env, job)
-    assert runner.gave_up == [
+    assert [(j, error_text(failure)) for j, failure in runner.gave_up] == [
         (job, "I could not finish this after 5 attempts; please send it again.")
     ]
     assert runner.started == [] and llm_fake.calls() == []

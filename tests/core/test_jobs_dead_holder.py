@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from core import lease_holder
+from core.errors import RunFailed
 from core.jobs import JobQueue
 from core.lease_holder import gone, holder, owner_name
 from core.store import Database, MediaStore, Repo
@@ -48,7 +49,7 @@ class Hang:
         print("running", job.id, job.owner, flush=True)
         await asyncio.Event().wait()
     async def notify(self, job, notice): pass
-    async def give_up(self, job, reason): pass
+    async def give_up(self, job, failure): pass
 
 async def main(url, media):
     queue = JobQueue(JobStore(Repo(Database(url), MediaStore(Path(media)))), poll=0.05)
@@ -81,8 +82,8 @@ class Recorder:
                 self.changed.wait_for(lambda: (job, notice) in self.notices), within
             )
 
-    async def give_up(self, job: Job, reason: str) -> None:
-        raise AssertionError(reason)
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
+        raise AssertionError(str(failure))
 
 
 class Child:

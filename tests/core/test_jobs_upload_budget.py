@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from core.errors import RunFailed
 from core.jobs import JobQueue
 from core.store import Repo
 from core.store.jobs import JobStore
@@ -52,8 +53,8 @@ class GatedRunner:
     async def notify(self, job: Job, notice: Notice) -> None:
         await self._record(self.notices, (job.id, notice))
 
-    async def give_up(self, job: Job, reason: str) -> None:
-        raise AssertionError(f"job {job.id} given up: {reason}")
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
+        raise AssertionError(f"job {job.id} given up: {failure}")
 
     async def _record(self, where: list[Any], item: Any) -> None:
         async with self.changed:

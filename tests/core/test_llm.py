@@ -11,11 +11,13 @@ from typing import Any
 import openai
 import pytest
 
+from adapters.chat.messages import error_text
 from core.errors import ConfigError, RunFailed
 from core.llm import HF_BILLING_URL, LLM, BudgetExhausted, JSONSchema, estimate_tokens
 from core.types import Usage
 from tests.fakes.loopback import free_port as closed_port
 from tests.fakes.openai_fake import FakeLLM, WeakModel
+from tests.said import raises_saying
 
 KEY = "sk-test-secret"
 PLAN = [
@@ -141,7 +143,7 @@ async def test_no_model_uses_the_first_the_server_lists(llm_fake: FakeLLM) -> No
 
 async def test_no_model_and_none_listed_fails_clearly(llm_fake: FakeLLM) -> None:
     llm_fake.models = []
-    with pytest.raises(RunFailed, match="lists no model: set LLM_MODEL"):
+    with raises_saying(RunFailed, "lists no model: set LLM_MODEL"):
         await llm_fake.client(model=None, api_key="").complete(ANSWER, usage=Usage())
     assert llm_fake.requests == []
 
@@ -193,7 +195,7 @@ async def test_server_without_max_completion_tokens_gets_max_tokens(llm_fake: Fa
 
 async def test_a_server_refusing_both_cap_names_is_an_error(llm_fake: FakeLLM) -> None:
     llm_fake.reject_params = {"max_completion_tokens", "max_tokens"}
-    with pytest.raises(RunFailed, match=r"HTTP 400\): Unrecognized request argument"):
+    with raises_saying(RunFailed, r"HTTP 400\): Unrecognized request argument"):
         await llm_fake.client().complete(PLAN, usage=Usage(), max_tokens=77)
     assert len(llm_fake.requests) == 2
 
@@ -209,7 +211,7 @@ async def test_refused_reasoning_effort_is_dropped(llm_fake: FakeLLM) -> None:
 async def test_a_cap_spent_on_reasoning_is_budget_exhausted(llm_fake: FakeLLM) -> None:
     llm_fake.reasoning_tokens = 100
     usage = Usage()
-    with pytest.raises(BudgetExhausted, match="whole budget of 50 completion tokens"):
+    with raises_saying(BudgetExhausted, "whole budget of 50 completion tokens"):
         await llm_fake.client().complete(ANSWER, usage=usage, max_tokens=50)
     assert usage.llm_calls == 1 and usage.completion_tokens == 50
 
@@ -268,7 +270,7 @@ async def test_422_naming_response_format_steps_down(llm_fake: FakeLLM) -> None:
 async def test_other_refusals_never_turn_json_mode_off(llm_fake: FakeLLM, status: int) -> None:
     llm_fake.fail(status)
     llm = llm_fake.client()
-    with pytest.raises(RunFailed, match=rf"returned an error \(HTTP {status}\)"):
+    with raises_saying(RunFailed, rf"returned an error \(HTTP {status}\)"):
         await llm.complete(PLAN, usage=Usage(), schema=SCHEMA)
     await llm.complete(PLAN, usage=Usage(), schema=SCHEMA)
     assert formats(llm_fake) == ["json_schema", "json_schema"]
@@ -276,7 +278,7 @@ async def test_other_refusals_never_turn_json_mode_off(llm_fake: FakeLLM, status
 
 async def test_400_without_json_mode_is_an_error(llm_fake: FakeLLM) -> None:
     llm_fake.fail(400)
-    with pytest.raises(RunFailed, match=r"returned an error \(HTTP 400\)"):
+    with raises_saying(RunFailed, r"returned an error \(HTTP 400\)"):
         await llm_fake.client().complete(PLAN, usage=Usage())
     assert len(llm_fake.requests) == 1
 
@@ -293,7 +295,7 @@ async def test_dead_endpoint(caplog: pytest.LogCaptureFixture) -> None:
             await llm.complete(PLAN, usage=usage)
     finally:
         await llm.aclose()
-    message = str(info.value)
+    message = error_text(info.value)
     assert message.startswith(
         f"The language model at 127.0.0.1:{port} could not be reached. Is its server running?"
     )
@@ -308,7 +310,7 @@ async def test_connection_failures_are_retried_up_to_max_retries() -> None:
     llm = LLM(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=1)
     usage = Usage()
     try:
-        with pytest.raises(RunFailed, match="could not be reached"):
+        with raises_saying(RunFailed, "could not be reached"):
             await llm.complete(PLAN, usage=usage)
     finally:
         await llm.aclose()
@@ -331,7 +333,7 @@ async def test_http_errors(
     llm_fake.fail(status)
     with caplog.at_level(logging.DEBUG, logger="core.llm"), pytest.raises(RunFailed) as info:
         await llm_fake.client().complete(PLAN, usage=Usage())
-    message = str(info.value)
+    message = error_text(info.value)
     assert expected in message
     assert message.startswith("The language model at 127.0.0.1:")
     assert "\n" not in message
@@ -343,7 +345,7 @@ async def test_unknown_model_at_the_hf_router_names_llm_model(llm_fake: FakeLLM)
     llm = llm_fake.client(model="acme/retired-chat-model", hf_router=True, max_retries=2)
     with pytest.raises(RunFailed) as info:
         await llm.complete(PLAN, usage=Usage())
-    message = str(info.value)
+    message = error_text(info.value)
     assert "acme/retired-chat-model" in message and "LLM_MODEL" in message
     assert "openai/gpt-oss-120b" in message  # a model that is served
     assert "\n" not in message
@@ -355,28 +357,28 @@ async def test_hf_router_402_says_where_to_top_up(llm_fake: FakeLLM) -> None:
     usage = Usage()
     with pytest.raises(RunFailed) as info:
         await llm_fake.client(hf_router=True, max_retries=2).complete(PLAN, usage=usage)
-    message = str(info.value)
+    message = error_text(info.value)
     assert "credits" in message and HF_BILLING_URL in message
     assert len(llm_fake.requests) == 1 and usage.llm_calls == 1
 
 
 async def test_hf_router_401_names_hf_token(llm_fake: FakeLLM) -> None:
     llm_fake.fail(401)
-    with pytest.raises(RunFailed, match=r"check HF_TOKEN"):
+    with raises_saying(RunFailed, r"check HF_TOKEN"):
         await llm_fake.client(hf_router=True).complete(PLAN, usage=Usage())
 
 
 async def test_html_page_with_200_is_run_failed(llm_fake: FakeLLM) -> None:
     llm_fake.serve_html()
     usage = Usage()
-    with pytest.raises(RunFailed, match="could not be read"):
+    with raises_saying(RunFailed, "could not be read"):
         await llm_fake.client().complete(PLAN, usage=usage)
     assert usage.llm_calls == 1
 
 
 async def test_completion_without_choices_is_run_failed(llm_fake: FakeLLM) -> None:
     llm_fake.no_choices()
-    with pytest.raises(RunFailed, match="returned no answer"):
+    with raises_saying(RunFailed, "returned no answer"):
         await llm_fake.client().complete(PLAN, usage=Usage())
 
 
@@ -390,14 +392,14 @@ async def test_llama_cpp_overflow_names_the_sizes_and_keeps_json_mode(llm_fake: 
     counted = sum(len(m["content"]) for m in big) // 4  # what the server counts
     with pytest.raises(RunFailed) as info:
         await llm.complete(big, usage=Usage(), schema=SCHEMA, max_tokens=500)
-    message = str(info.value)
+    message = error_text(info.value)
     assert "too long" in message
     assert f"the prompt is {counted} tokens but its context holds 400" in message
     assert "HTTP 400" not in message
     assert len(llm_fake.requests) == 1
     # JSON mode stays on; and the size is learned: the next too-long prompt is not sent
     await llm.complete(PLAN, usage=Usage(), schema=SCHEMA)
-    with pytest.raises(RunFailed, match="holds 400"):
+    with raises_saying(RunFailed, "holds 400"):
         await llm.complete(big, usage=Usage(), schema=SCHEMA)
     assert formats(llm_fake) == ["json_schema", "json_schema"]
 
@@ -416,9 +418,7 @@ async def test_openai_context_length_exceeded(llm_fake: FakeLLM) -> None:
         },
     )
     llm = llm_fake.client()
-    with pytest.raises(
-        RunFailed, match=r"the prompt is 130001 tokens but its context holds 128000"
-    ):
+    with raises_saying(RunFailed, r"the prompt is 130001 tokens but its context holds 128000"):
         await llm.complete(PLAN, usage=Usage(), json_mode=True)
     await llm.complete(PLAN, usage=Usage(), json_mode=True)
     assert formats(llm_fake) == ["json_object", "json_object"]
@@ -439,7 +439,7 @@ async def test_vllm_prompt_plus_cap_over_the_limit_lowers_the_cap(llm_fake: Fake
 async def test_vllm_prompt_over_the_limit_is_clear(llm_fake: FakeLLM) -> None:
     llm_fake.vllm_max_model_len = 50
     big = [ANSWER[0], {"role": "user", "content": "y" * 400}]
-    with pytest.raises(RunFailed, match=r"the prompt is \d+ tokens but its context holds 50"):
+    with raises_saying(RunFailed, r"the prompt is \d+ tokens but its context holds 50"):
         await llm_fake.client().complete(big, usage=Usage(), max_tokens=100)
 
 
@@ -449,8 +449,8 @@ async def test_prompt_too_big_for_the_reported_context_is_not_sent(llm_fake: Fak
     usage = Usage()
     with pytest.raises(RunFailed) as info:
         await llm_fake.client().complete(big, usage=usage, max_tokens=100)
-    assert f"about {estimate_tokens(big)} tokens" in str(info.value)
-    assert "holds 300" in str(info.value)
+    assert f"about {estimate_tokens(big)} tokens" in error_text(info.value)
+    assert "holds 300" in error_text(info.value)
     assert llm_fake.requests == [] and usage.llm_calls == 0
     assert "/props" in llm_fake.gets
 
@@ -521,7 +521,7 @@ async def test_timeout_is_named_and_not_retried(llm_fake: FakeLLM) -> None:
     llm_fake.weak = WeakModel(loop=True)  # uncapped: it stalls until we give up
     usage = Usage()
     llm = llm_fake.client(timeout=0.3, max_retries=2)
-    with pytest.raises(RunFailed, match=r"did not answer within 0\.3 s"):
+    with raises_saying(RunFailed, r"did not answer within 0\.3 s"):
         await llm.complete(ANSWER, usage=usage)
     assert len(llm_fake.requests) == 1
     assert usage.llm_calls == 1
@@ -539,7 +539,7 @@ async def test_500_is_retried(llm_fake: FakeLLM) -> None:
 async def test_500_after_retries_is_run_failed(llm_fake: FakeLLM) -> None:
     llm_fake.fail(500, times=5)
     usage = Usage()
-    with pytest.raises(RunFailed, match=r"HTTP 500"):
+    with raises_saying(RunFailed, r"HTTP 500"):
         await llm_fake.client(max_retries=1).complete(ANSWER, usage=usage)
     assert len(llm_fake.requests) == 2 and usage.llm_calls == 2
 
@@ -553,7 +553,7 @@ async def test_429_waits_what_retry_after_asks(llm_fake: FakeLLM) -> None:
 async def test_429_asking_for_a_long_wait_is_not_retried(llm_fake: FakeLLM) -> None:
     llm_fake.retry_after_ms = 10 * 60 * 1000
     llm_fake.fail(429, times=1)
-    with pytest.raises(RunFailed, match="rate limiting"):
+    with raises_saying(RunFailed, "rate limiting"):
         await llm_fake.client(max_retries=2).complete(ANSWER, usage=Usage())
     assert len(llm_fake.requests) == 1
 
@@ -571,7 +571,7 @@ async def test_client_errors_are_not_retried(llm_fake: FakeLLM) -> None:
 async def test_garbage_json_with_200_is_run_failed(llm_fake: FakeLLM) -> None:
     llm_fake.garbage_json()
     usage = Usage()
-    with pytest.raises(RunFailed, match=r"could not be read \(JSONDecodeError\)"):
+    with raises_saying(RunFailed, r"could not be read \(JSONDecodeError\)"):
         await llm_fake.client().complete(PLAN, usage=usage)
     assert usage.llm_calls == 1
 
@@ -581,10 +581,10 @@ async def test_calls_in_one_stage_share_its_deadline(llm_fake: FakeLLM) -> None:
     llm_fake.hang(stage="answer")
     with llm.stage() as deadline:
         await llm.complete(PLAN, usage=Usage())  # answered at once
-        with pytest.raises(RunFailed, match=r"did not answer within 1 s \(2 attempts\)$"):
+        with raises_saying(RunFailed, r"did not answer within 1 s \(2 attempts\)$"):
             await llm.complete(ANSWER, usage=Usage())
         # nothing is left for a third call: it is not even sent
-        with pytest.raises(RunFailed, match=r"took too long: 1 s \(2 attempts\) of the 1 s"):
+        with raises_saying(RunFailed, r"took too long: 1 s \(2 attempts\) of the 1 s"):
             await llm.complete(PLAN, usage=Usage())
     assert deadline.attempts == 2 and len(llm_fake.requests) == 2
     # a new stage has its own deadline
@@ -595,7 +595,7 @@ async def test_calls_in_one_stage_share_its_deadline(llm_fake: FakeLLM) -> None:
 async def test_retries_stop_where_the_deadline_would_pass(llm_fake: FakeLLM) -> None:
     llm_fake.retry_after_ms = 600
     llm_fake.fail(500, times=10)
-    with pytest.raises(RunFailed, match=r"HTTP 500.*\(3 attempts in [0-9.]+ s\)$"):
+    with raises_saying(RunFailed, r"HTTP 500.*\(3 attempts in [0-9.]+ s\)$"):
         await llm_fake.client(timeout=2.0, max_retries=10).complete(PLAN, usage=Usage())
     # at 0, 0.6 and 1.2 s; one at 1.8 s would have less than a quarter of the budget
     assert len(llm_fake.requests) == 3

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from adapters.chat.messages import reply_text
 from core.errors import RunFailed
 from core.llm import BudgetExhausted
 from core.types import (
@@ -25,6 +26,7 @@ from core.types import (
 )
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.openai_fake import FakeLLM, WeakModel
+from tests.said import raises_saying
 
 ANSWER = [
     {"role": "system", "content": "#4 Response Generation Stage: answer."},
@@ -102,7 +104,7 @@ async def test_a_stream_that_breaks_midway_is_not_retried(llm_fake: FakeLLM, how
     llm_fake.stream_chunk_chars = 4
     llm_fake.break_stream(8, how=how)
     deltas, usage = Deltas(), Usage()
-    with pytest.raises(RunFailed, match="stopped in the middle of its answer"):
+    with raises_saying(RunFailed, "stopped in the middle of its answer"):
         await llm_fake.client(max_retries=2).complete(ANSWER, usage=usage, on_delta=deltas)
     assert "".join(deltas.seen) == TEXT[:8]  # what went out before it broke
     assert len(llm_fake.requests) == 1 and usage.llm_calls == 1  # the words are out: no retry
@@ -160,7 +162,7 @@ async def test_the_run_streams_the_answer_as_deltas(agent_env: AgentEnv) -> None
     agent_env.llm.reply("answer", TEXT)
     seen = await events_of(agent_env, "translate hello")
     reply = seen[-1].reply  # type: ignore[union-attr]
-    assert reply.status is ReplyStatus.ANSWERED and reply.text == TEXT
+    assert reply.status is ReplyStatus.ANSWERED and reply_text(reply) == TEXT
     deltas = [e.text for e in seen if isinstance(e, AnswerDelta)]
     assert len(deltas) > 1 and "".join(deltas) == TEXT
     assert deltas[0] == TEXT[:16]  # an ordinary answer goes out with its first piece
@@ -180,8 +182,8 @@ async def test_a_stream_that_dies_midway_ends_in_one_fallback_answer(agent_env: 
     # some words went out, then were withdrawn once, then the reply with the results
     assert AnswerDelta in kinds and kinds.count(AnswerDiscarded) == 1
     assert kinds.index(AnswerDiscarded) > max(i for i, k in enumerate(kinds) if k is AnswerDelta)
-    assert "stopped in the middle of its answer" in reply.text
-    assert "Bonjour" in reply.text  # the translation's result, from the fallback
+    assert "stopped in the middle of its answer" in reply_text(reply)
+    assert "Bonjour" in reply_text(reply)  # the translation's result, from the fallback
     assert reply.usage.llm_calls == 3 and len(env.llm.calls("answer")) == 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.chat.messages import error_text
 from core.errors import RunFailed
 from core.llm import LLM
 from core.types import Usage
@@ -21,7 +22,7 @@ async def failure(**options: object) -> str:
             await llm.complete(ASK, usage=Usage())
     finally:
         await llm.aclose()
-    return str(info.value)
+    return error_text(info.value)
 
 
 async def test_a_server_on_this_machine_that_is_not_running() -> None:

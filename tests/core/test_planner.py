@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adapters.chat.messages import error_text
 from core.plan_prompt import demos_shown
 from core.plan_schema import REASONING_ROOM, planning_token_cap
 from core.planner import (
@@ -154,7 +155,8 @@ async def test_a_looping_model_is_cut_in_its_loop_and_the_person_told(llm_fake: 
     assert result.plan is None and [a.cut for a in result.attempts] == ["loop", "loop"]
     assert all(len(a.answer) < LOOP_SPAN + 200 for a in result.attempts)  # not the cap's 3000
     assert result.failure is not None
-    assert "kept repeating itself" in result.failure and "LLM_MODEL" in result.failure
+    said = error_text(result.failure)
+    assert "kept repeating itself" in said and "LLM_MODEL" in said
     reask = llm_fake.calls("plan")[1]["messages"][-1]["content"]
     assert "Your answer kept repeating" in reask and "was cut off after" in reask
 
@@ -168,8 +170,8 @@ async def test_an_answer_past_the_cap_is_named_as_such(llm_fake: FakeLLM) -> Non
     assert [b["max_completion_tokens"] for b in llm_fake.calls("plan")] == [100, 100]
     first = result.attempts[0].error or ""
     assert "cut off at the limit of 100 tokens" in first
-    assert result.failure is not None and "kept writing past" in result.failure
-    assert "LLM_MODEL" in result.failure
+    assert result.failure is not None and "kept writing past" in error_text(result.failure)
+    assert "LLM_MODEL" in error_text(result.failure)
 
 
 async def test_a_model_that_thinks_the_cap_away_gets_room_once_and_keeps_it(

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from core.errors import RunFailed
+from adapters.chat.messages import fallback_text, shown_text
+from core.errors import ErrorCode, RunFailed
 from core.response import (
     Answer,
     build_response_messages,
@@ -17,7 +18,7 @@ from core.response import (
     fallback_answer,
     generate_response,
 )
-from core.types import Resource, TaskRecord, TaskStatus, Usage
+from core.types import Reply, ReplyStatus, Resource, TaskRecord, TaskStatus, Usage
 from tests.fakes.openai_fake import FakeLLM, WeakModel
 
 
@@ -183,8 +184,17 @@ async def test_generate_response_empty_answer_becomes_fallback(llm_fake: FakeLLM
         llm_fake.client(), request_text="x", chat_log=[], records=RECORDS, files=FILES,
         usage=Usage(),
     )  # fmt: skip
-    assert text.fallback
-    assert "a cat sitting on a red sofa" in text.text and "empty answer" in text.text
+    assert text.fallback and text.reason is not None
+    assert text.reason.code is ErrorCode.LLM_EMPTY_ANSWER
+    shown = shown_text(
+        Reply(
+            text.text,
+            tasks=tuple(RECORDS),
+            status=ReplyStatus.FALLBACK,
+            error_code=str(text.reason.code),
+        )
+    )
+    assert "a cat sitting on a red sofa" in shown and "empty answer" in shown
 
 
 async def test_generate_response_sends_the_cap(llm_fake: FakeLLM) -> None:
@@ -205,8 +215,20 @@ async def test_echoed_prompt_becomes_the_fallback_answer(
             llm_fake.client(), request_text="What is it?", chat_log=[("user", "hi")],
             records=RECORDS, files=FILES, usage=Usage(),
         )  # fmt: skip
-    assert answer.fallback
-    assert answer.text.startswith("I could not write a full answer")
+    assert answer.fallback and answer.reason is not None
+    assert answer.reason.code is ErrorCode.LLM_ECHOED
+    shown = shown_text(
+        Reply(
+            answer.text,
+            tasks=tuple(RECORDS),
+            status=ReplyStatus.FALLBACK,
+            error_code=str(answer.reason.code),
+        )
+    )
+    assert shown.startswith(
+        "I could not write a full answer (the language model repeated its instructions "
+        "instead of answering); here is what the models found."
+    )
     assert "a cat sitting on a red sofa" in answer.text
     assert "<chat_log>" not in answer.text and "<results>" not in answer.text
     assert "echoes the prompt" in caplog.text
@@ -289,7 +311,9 @@ def test_fallback_result_lines(result: dict[str, Any], shown: str) -> None:
 
 def test_fallback_without_records() -> None:
     text = fallback_answer([], [], "the model is down")
-    assert "could not write an answer (the model is down)" in text
+    assert text == "[no answer written: the model is down]"  # the core's terse line
+    shown = fallback_text(Reply(text, status=ReplyStatus.FALLBACK), "the model is down")
+    assert "could not write an answer (the model is down)" in shown
     assert "Files" not in text
 
 

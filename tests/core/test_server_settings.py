@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+from adapters.chat.messages import error_text
 from core.catalog import Catalog, ModelInfo
 from core.ratelimit import Quotas
 from core.server_settings import (
@@ -22,6 +23,7 @@ from core.store import Database
 from core.store.server_settings import ServerSettingsStore
 from core.types import ConversationKey
 from tests.fakes.clock import FakeClock
+from tests.said import raises_saying
 
 DETR = ModelInfo("facebook/detr-resnet-50", "object-detection", downloads=900)
 YOLOS = ModelInfo("hustvl/yolos-tiny", "object-detection", downloads=500)
@@ -43,7 +45,7 @@ def test_server_key_parse_and_of() -> None:
     assert ServerKey.of(ConversationKey("cli", "local", "default")) == ServerKey("cli", "local")
     assert ServerKey.of(ConversationKey("discord", "dm", "c")) is None
     for bad in ("123", "discord:", ":123", "Discord Server:1"):
-        with pytest.raises(SettingError, match="is not a server: write PLATFORM:ID"):
+        with raises_saying(SettingError, "is not a server: write PLATFORM:ID"):
             ServerKey.parse(bad)
 
 
@@ -53,9 +55,11 @@ def test_server_key_parse_and_of() -> None:
 def test_unknown_task_is_a_clear_error() -> None:
     with pytest.raises(SettingError) as e:
         ServerSettings.checked({"allowed_tasks": ["text-to-image", "make-coffee"]})
-    assert str(e.value).startswith("allowed_tasks: unknown task 'make-coffee'; the tasks are: ")
-    assert "object-detection" in str(e.value)
-    with pytest.raises(SettingError, match="pinned_models: unknown task 'nope'"):
+    assert error_text(e.value).startswith(
+        "allowed_tasks: unknown task 'make-coffee'; the tasks are: "
+    )
+    assert "object-detection" in error_text(e.value)
+    with raises_saying(SettingError, "pinned_models: unknown task 'nope'"):
         ServerSettings.checked({"pinned_models": {"nope": "a/b"}})
 
 
@@ -73,7 +77,7 @@ def test_a_pinned_model_must_serve_its_task_in_the_catalog() -> None:
     assert ok.pinned_models == {"text-to-image": FLUX.id}
     with pytest.raises(SettingError) as e:
         ServerSettings.checked({"pinned_models": {"text-to-image": DETR.id}}, CATALOG)
-    assert str(e.value) == (
+    assert error_text(e.value) == (
         "facebook/detr-resnet-50 does not serve text-to-image in the model catalog "
         "(its most downloaded models for text-to-image: stabilityai/sdxl, "
         "black-forest-labs/FLUX.1-dev)"
@@ -81,7 +85,7 @@ def test_a_pinned_model_must_serve_its_task_in_the_catalog() -> None:
 
 
 def test_a_pin_needs_its_task_allowed() -> None:
-    with pytest.raises(SettingError, match="a model is pinned for text-to-image, which allowed"):
+    with raises_saying(SettingError, "a model is pinned for text-to-image, which allowed"):
         ServerSettings.checked(
             {"allowed_tasks": ["object-detection"], "pinned_models": {"text-to-image": SDXL.id}}
         )
@@ -100,7 +104,7 @@ def test_a_pin_needs_its_task_allowed() -> None:
     ],
 )
 def test_bad_values_say_which_key(data: dict[str, object], message: str) -> None:
-    with pytest.raises(SettingError, match=message.replace("(", r"\(")):
+    with raises_saying(SettingError, message.replace("(", r"\(")):
         ServerSettings.checked(data)
 
 
@@ -148,12 +152,12 @@ def test_with_value_and_without_for_each_kind_of_key() -> None:
     ],
 )
 def test_with_value_refuses_clearly(key: str, value: str, message: str) -> None:
-    with pytest.raises(SettingError, match=message):
+    with raises_saying(SettingError, message):
         ServerSettings().with_value(key, value, CATALOG)
 
 
 def test_without_an_unpinned_task_says_so() -> None:
-    with pytest.raises(SettingError, match="no model is pinned for text-to-image"):
+    with raises_saying(SettingError, "no model is pinned for text-to-image"):
         ServerSettings().without("pinned_model.text-to-image")
 
 
@@ -252,7 +256,7 @@ async def test_service_set_unset_and_list(database: Database) -> None:
     got = await service.get(GUILD)
     assert got.allowed_tasks == ("text-to-image", "object-detection")
     assert got.pinned_models == {"object-detection": YOLOS.id}
-    with pytest.raises(SettingError, match="does not serve object-detection"):
+    with raises_saying(SettingError, "does not serve object-detection"):
         await service.set(GUILD, "pinned_model.object-detection", SDXL.id)
     assert (await service.get(GUILD)).pinned_models == {"object-detection": YOLOS.id}
     other = ServerKey("slack", "T9")

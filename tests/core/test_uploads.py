@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from adapters.chat.messages import reply_text
 from core.types import Attachment, ConversationKey, Request
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.samples import sample_mp4, sample_png, sample_wav
@@ -52,7 +53,7 @@ async def test_bad_audio_and_video_uploads_are_refused_and_nothing_is_stored(
     good = Attachment("photo.png", "image/png", sample_png())  # checked first, still not kept
     reply = await env.agent.handle(Request(KEY, "u1", "transcribe this", (good, upload)))
     assert reply.error
-    assert reply.text == message
+    assert reply_text(reply) == message
     assert reply.files == ()
     assert env.llm.requests == []  # refused before any LLM call
     assert env.hf.calls == []
@@ -70,7 +71,7 @@ async def test_good_audio_and_video_uploads_are_stored(agent_env: AgentEnv) -> N
         Attachment("clip.mp4", "video/mp4", sample_mp4()),
     )
     reply = await env.agent.handle(Request(KEY, "u1", "keep these", files))
-    assert not reply.error, reply.text
+    assert not reply.error, reply_text(reply)
     history = await env.agent.repo.load_history(KEY)
     assert {h: r.kind for h, r in history.resources.items()} == {
         "voice.wav": "audio",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.catalog import Catalog, ModelInfo
-from core.errors import RunFailed
+from core.errors import InputRejected, RunFailed
 from core.store import Database
 from core.store.usage import UsageStore
 from core.types import ConversationKey, Request, TaskRecord, TaskStatus, Usage
@@ -27,6 +27,7 @@ from core.usage import (
     turn_usage,
 )
 from tests.fakes.openai_fake import FakeLLM, stage_of
+from tests.said import raises_saying
 
 NOW = datetime(2026, 8, 20, 9, 30, tzinfo=UTC)
 KEY = ConversationKey("slack", "T1", "C1", "1700000000.0001")
@@ -119,7 +120,7 @@ def test_parse_since_dates() -> None:
 
 @pytest.mark.parametrize("bad", ["", "7", "seven days", "7y", "-3d", "2026-13-01"])
 def test_parse_since_refuses_what_it_cannot_read(bad: str) -> None:
-    with pytest.raises(ValueError, match=r"not a period: use e\.g\. 30m, 12h, 7d, 2w"):
+    with raises_saying(InputRejected, r"not a period: use e\.g\. 30m, 12h, 7d, 2w"):
         parse_since(bad, NOW)
 
 

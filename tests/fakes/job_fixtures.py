@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from core.errors import RunFailed
 from core.jobs import LeasedJob
 from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
 from tests.fakes import clock
@@ -89,7 +90,7 @@ class RecordingRunner:
     agent: AgentAPI
     replies: list[tuple[int, Reply]] = field(default_factory=list)
     notices: list[tuple[int, Notice]] = field(default_factory=list)
-    gave_up: list[tuple[int, str]] = field(default_factory=list)
+    gave_up: list[tuple[int, RunFailed]] = field(default_factory=list)
     started: list[int] = field(default_factory=list)
     running: int = 0
     max_running: int = 0
@@ -116,8 +117,8 @@ class RecordingRunner:
     async def notify(self, job: LeasedJob, notice: Notice) -> None:
         await self._record(self.notices, (job.id, notice))
 
-    async def give_up(self, job: LeasedJob, reason: str) -> None:
-        await self._record(self.gave_up, (job.id, reason))
+    async def give_up(self, job: LeasedJob, failure: RunFailed) -> None:
+        await self._record(self.gave_up, (job.id, failure))
 
     async def _record(self, where: list[Any], item: Any) -> None:
         async with self.changed:

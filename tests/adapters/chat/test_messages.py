@@ -1,33 +1,43 @@
 """Every error code, worded with its fields: the words a person reads.
 
-The core's codes are worded in core.errors (``str(err)``, the log line), the
-adapters' in adapters/chat/messages.py; :func:`error_text` is what a person
-is shown, and the status message's failure line uses it."""
+The core's codes are worded in adapters/chat/error_words.py, the adapters'
+in adapters/chat/messages.py; :func:`error_text` is what a person is shown,
+and the status message's failure line uses it.  ``str(err)`` is the core's
+terse form (logs, the chat log the language model reads), never the words."""
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import cast
 
 import pytest
 
 from adapters.chat import Limits, Renderer, run_turn
 from adapters.chat.board import Board
-from adapters.chat.messages import RESTARTING_STATUS, ChatCode, error_text
+from adapters.chat.error_words import format_size
+from adapters.chat.messages import (
+    RESTARTING_STATUS,
+    ChatCode,
+    error_text,
+    render_error,
+    reply_text,
+)
 from adapters.cli import RENDERER as TERMINAL
 from adapters.discord.surface import MESSAGE_LIMIT, RENDERER
 from adapters.slack import commands
 from adapters.slack.assistant import status_line
 from adapters.slack.jobs import Incoming
-from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, wording
+from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, terse
 from core.server_settings import SettingError
 from core.types import (
     AgentAPI,
     ConversationKey,
     Event,
     Reply,
+    ReplyNote,
     ReplyStatus,
     Request,
     Resource,
@@ -37,6 +47,12 @@ from core.types import (
 
 MB = 1 << 20
 LLM = "The language model at llm.test"
+
+
+def wording(code: Code, **fields: object) -> str:
+    """The words for ``code`` with ``fields`` (as a person reads them)."""
+    return render_error(code, fields)
+
 
 # code -> (its fields, what the person reads)
 CASES: dict[Code, tuple[ErrorFields, str]] = {
@@ -91,8 +107,8 @@ CASES: dict[Code, tuple[ErrorFields, str]] = {
         "Settings are per server: there is none here (a direct message).",
     ),
     ErrorCode.BAD_PERIOD: (
-        {"value": "soon", "reason": "'soon' is not a period"},
-        "'soon' is not a period",
+        {"value": "soon"},
+        "'soon' is not a period: use e.g. 30m, 12h, 7d, 2w, or a date such as 2026-08-01",
     ),
     ErrorCode.PLAN_STALE: (
         {"reason": "task 0 is not offered"},
@@ -135,8 +151,46 @@ CASES: dict[Code, tuple[ErrorFields, str]] = {
         "no model is pinned for text-to-image",
     ),
     ErrorCode.SETTING_INVALID: (
-        {"reason": "language: 'x1' is not a language"},
-        "language: 'x1' is not a language",
+        {
+            "problems": (
+                {"key": "language", "code": "setting_not_language", "fields": {"value": "x1"}},
+                {"key": "", "code": "message", "fields": {"detail": "too many pins"}},
+            )
+        },
+        "language: 'x1' is not a language: name one (e.g. French, Deutsch, 日本語) or give its "
+        "code (fr, pt-BR): at most 3 words, 40 letters; too many pins",
+    ),
+    ErrorCode.SETTING_NOT_MODEL_NAME: (
+        {"value": "gpt 5"},
+        "'gpt 5' is not a model name (e.g. openai/gpt-oss-120b, gpt-5-mini)",
+    ),
+    ErrorCode.SETTING_NOT_MODEL_ID: (
+        {"value": "a b"},
+        "'a b' is not a model id (e.g. facebook/detr-resnet-50)",
+    ),
+    ErrorCode.SETTING_NOT_LANGUAGE: (
+        {"value": "42"},
+        "'42' is not a language: name one (e.g. French, Deutsch, 日本語) or give its code "
+        "(fr, pt-BR): at most 3 words, 40 letters",
+    ),
+    ErrorCode.SETTING_PIN_BARRED: (
+        {"choices": ("text-to-image", "translation")},
+        "a model is pinned for text-to-image, translation, which allowed_tasks leaves out: "
+        "unset the pin or allow the task",
+    ),
+    ErrorCode.SETTING_PIN_NOT_SERVED: (
+        {"model": "a/b", "task": "text-to-image", "choices": ()},
+        "a/b does not serve text-to-image in the model catalog "
+        "(its most downloaded models for text-to-image: none)",
+    ),
+    ErrorCode.LLM_EMPTY_ANSWER: ({}, "the language model gave an empty answer"),
+    ErrorCode.LLM_ECHOED: (
+        {},
+        "the language model repeated its instructions instead of answering",
+    ),
+    ErrorCode.CRASHED: (
+        {"request": "r1"},
+        "Something went wrong on my side (request r1). The details are in the log.",
     ),
     ErrorCode.NO_PLAN: ({}, "I could not turn your request into a plan."),
     ErrorCode.SHUTTING_DOWN: ({}, "I'm restarting right now; please send that again in a minute."),
@@ -288,7 +342,7 @@ def test_each_code_renders_with_its_fields(code: Code) -> None:
     fields, words = CASES[code]
     err = InputRejected(code, **fields)
     assert error_text(err) == words
-    assert str(err) == words  # the log line and the history say the same
+    assert str(err) == terse(code, fields)  # the log line: the code and the fields, no words
     assert wording(code, **fields) == words
     assert (err.code, err.fields) == (code, fields)
 
@@ -391,7 +445,7 @@ def test_variants_of_the_language_model_codes() -> None:
 
 def test_a_sentence_worded_by_the_raiser_is_kept() -> None:
     err = InputRejected("the daily quota is used up")
-    assert (err.code, err.fields, str(err)) == (
+    assert (err.code, err.fields, error_text(err)) == (
         ErrorCode.MESSAGE,
         {"detail": "the daily quota is used up"},
         "the daily quota is used up",
@@ -401,12 +455,12 @@ def test_a_sentence_worded_by_the_raiser_is_kept() -> None:
 def test_the_failure_line_words_an_error_itself() -> None:
     err = RunFailed(ErrorCode.LLM_NO_ANSWER, host="llm.test")
     assert RENDERER.failed(err, (), MESSAGE_LIMIT) == f"❌ {LLM} returned no answer"
-    assert TERMINAL.failed(err, (), 200) == RENDERER.failed(str(err), (), 200)
+    assert TERMINAL.failed(err, (), 200) == RENDERER.failed(error_text(err), (), 200)
 
 
 def test_an_error_survives_pickling_with_its_data() -> None:
     err = pickle.loads(pickle.dumps(InputRejected(ErrorCode.FILE_EMPTY, file="a.txt")))
-    assert (err.code, err.fields, str(err)) == (
+    assert (err.code, err.fields, error_text(err)) == (
         ErrorCode.FILE_EMPTY,
         {"file": "a.txt"},
         "a.txt is empty",
@@ -515,24 +569,48 @@ async def test_a_refused_reply_is_worded_again_from_its_code_and_fields() -> Non
         "code: quota_requests [('limit', 2), ('period', 'minute'), ('seconds', 40)]"
     )
     # the platforms' own renderers say the same words as before
-    assert RENDERER.failed(seen, (), MESSAGE_LIMIT) == f"❌ {reply.text}"
+    assert RENDERER.failed(seen, (), MESSAGE_LIMIT) == (
+        "❌ You have used your 2 requests this minute; try again in 40 s."
+    )
+    assert reply.text == "quota_requests limit=2 period='minute' seconds=40"  # the core's form
 
 
 async def test_a_reply_with_text_only_is_shown_as_its_text() -> None:
-    """A reply saved before replies kept their error, or one whose text says
-    more than the error (a note after it), shows its text."""
+    """A reply saved before replies kept their error shows its text; one
+    with a note after the error (the turn was not saved) shows the error's
+    words and the note."""
     err = RunFailed(ErrorCode.STORE_DOWN)
-    noted = Reply("", status=ReplyStatus.FAILED).with_error(err)
-    noted = Reply(
-        f"{noted.text}\n\n(Note: …)",
-        status=noted.status,
-        error_code=noted.error_code,
-        error_fields=noted.error_fields,
+    noted = replace(
+        Reply("", status=ReplyStatus.FAILED).with_error(err), notes=(ReplyNote.NOT_SAVED,)
     )
-    for reply in (Reply("It broke.", status=ReplyStatus.FAILED), noted):
+    for reply, shown in (
+        (Reply("It broke.", status=ReplyStatus.FAILED), "It broke."),
+        (
+            noted,
+            "I can't reach the conversation history database right now, so I can't work on "
+            "this safely. Please try again in a moment.\n\n"
+            "(Note: this turn could not be saved; the details are in the log.)",
+        ),
+    ):
         SEEN.clear()
         await run_turn(cast(AgentAPI, _Agent(reply)), _Surface(), _ByCode(), _request())
-        assert [reply.text] == SEEN
+        assert [shown] == SEEN == [reply_text(reply)]
+
+
+async def test_a_note_follows_an_answer_once_the_answer_is_posted() -> None:
+    reply = Reply("Two cats.", notes=(ReplyNote.HISTORY_DOWN,))
+    surface = _Surface()
+    await run_turn(cast(AgentAPI, _Agent(reply)), surface, _ByCode(), _request())
+    assert surface.answers == [
+        "Two cats.\n\n(Note: the history database is unavailable, so this turn was not saved.)"
+    ]
+
+
+def test_format_size() -> None:
+    assert format_size(900) == "900 bytes"
+    assert format_size(1536) == "1.5 KB"
+    assert format_size(25 * MB) == "25 MB"
+    assert format_size(3 << 30) == "3 GB"
 
 
 async def test_a_slack_command_refused_is_worded_from_the_error() -> None:
@@ -552,3 +630,25 @@ def test_the_slack_assistant_status_while_restarting_is_the_messages_one() -> No
     board = Board()
     board.restarting = True
     assert status_line(board) == f"{RESTARTING_STATUS}…"
+
+
+def test_no_plan_says_what_the_planner_saw() -> None:
+    stronger = "This model is too weak to plan: set LLM_MODEL to a stronger model."
+    assert wording(ErrorCode.NO_PLAN, cause="loop") == (
+        "The language model kept repeating itself instead of writing a plan, so I stopped it "
+        f"(twice). {stronger}"
+    )
+    assert wording(ErrorCode.NO_PLAN, cause="length") == (
+        "The language model kept writing past the length a plan needs, so I stopped it "
+        f"(twice). {stronger}"
+    )
+    assert wording(ErrorCode.NO_PLAN, cause="emptied", reason="Task 0 has no args.") == (
+        "I could not turn your request into a workable plan (the language model's plan was "
+        "invalid: Task 0 has no args. Asked to correct it, it answered with no task at all.) "
+        "Try rephrasing it, or name the files to use."
+    )
+    assert wording(ErrorCode.NO_PLAN, cause="invalid", reason="Task 0 has no args.") == (
+        "I could not turn your request into a workable plan (the language model's plan was "
+        "invalid twice: Task 0 has no args.) Try rephrasing it, or name the files to use; or "
+        "set LLM_MODEL to a stronger model."
+    )

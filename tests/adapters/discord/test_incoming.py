@@ -12,6 +12,7 @@ from adapters.discord.incoming import check_attachments, download, download_each
 from core.errors import InputRejected
 from tests.adapters.discord.conftest import TEST_CONFIG
 from tests.fakes.discord_fake import FakeDiscord
+from tests.said import raises_saying
 
 
 @dataclass
@@ -64,7 +65,7 @@ async def test_a_lying_declared_size_is_cut_by_the_streaming_cap(discord_fake: F
     config = replace(TEST_CONFIG, max_attachment_bytes=200_000)
     payload = discord_fake.attachment("x.bin", b"\0" * 500_000, declared_size=10)
     async with aiohttp.ClientSession() as session:
-        with pytest.raises(InputRejected, match=r"the limit is 195\.3 KB"):
+        with raises_saying(InputRejected, r"the limit is 195\.3 KB"):
             await download(session, _att(payload), config)
 
 
@@ -81,5 +82,5 @@ async def test_missing_file_is_a_user_error(discord_fake: FakeDiscord) -> None:
     payload = discord_fake.attachment("gone.txt", b"x")
     discord_fake.cdn.clear()
     async with aiohttp.ClientSession() as session:
-        with pytest.raises(InputRejected, match="HTTP 404"):
+        with raises_saying(InputRejected, "HTTP 404"):
             await download_each(session, [_att(payload)], TEST_CONFIG)

@@ -16,6 +16,7 @@ from adapters.slack.files import MAX_REDIRECTS, download_files, may_follow
 from core.errors import InputRejected
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import BOT_TOKEN, FakeSlack
+from tests.said import raises_saying
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ async def test_a_redirect_to_another_host_is_refused_and_nothing_is_sent_there(
     slack_fake: FakeSlack, config: SlackConfig, other_host: Elsewhere
 ) -> None:
     moved = slack_fake.add_file("cat.png", b"", redirect=f"{other_host.url}/steal/cat.png")
-    with pytest.raises(InputRejected, match=r"cat\.png .*another host \(127\.0\.0\.2\)"):
+    with raises_saying(InputRejected, r"cat\.png .*another host \(127\.0\.0\.2\)"):
         await download_files([moved], config)
     assert other_host.requests == []
 
@@ -94,7 +95,7 @@ async def test_a_redirect_to_another_port_of_the_same_address_is_refused(
     slack_fake: FakeSlack, config: SlackConfig, other_port: Elsewhere
 ) -> None:
     moved = slack_fake.add_file("cat.png", b"", redirect=f"{other_port.url}/cat.png")
-    with pytest.raises(InputRejected, match="another host"):
+    with raises_saying(InputRejected, "another host"):
         await download_files([moved], config)
     assert other_port.requests == []
 
@@ -103,7 +104,7 @@ async def test_a_redirect_loop_ends(slack_fake: FakeSlack, config: SlackConfig) 
     looping = slack_fake.add_file("cat.png", b"")
     # Point the file at itself: it redirects forever.
     slack_fake._files[looping["id"]].redirect = looping["url_private"]
-    with pytest.raises(InputRejected, match="too many redirects"):
+    with raises_saying(InputRejected, "too many redirects"):
         await download_files([looping], config)
     assert len(slack_fake.downloads) == MAX_REDIRECTS + 1
 

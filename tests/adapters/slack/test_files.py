@@ -12,6 +12,7 @@ from core.errors import InputRejected
 from core.mediatypes import sniff
 from tests.fakes.samples import sample_png, sample_wav
 from tests.fakes.slack_fake import BOT_TOKEN, FakeSlack
+from tests.said import raises_saying
 
 
 def mime_of(data: bytes) -> str | None:
@@ -51,7 +52,7 @@ async def test_login_page_instead_of_the_file_says_how_to_fix_it(
     slack_fake: FakeSlack, config: SlackConfig
 ) -> None:
     shared = slack_fake.add_file("cat.png", sample_png(), login_page=True)
-    with pytest.raises(InputRejected, match=r"web page instead of cat\.png.*files:read"):
+    with raises_saying(InputRejected, r"web page instead of cat\.png.*files:read"):
         await download_files([shared], config)
 
 
@@ -60,7 +61,7 @@ async def test_html_bytes_served_under_an_image_type_are_refused(
 ) -> None:
     page = b"<!doctype html><html><body>Sign in</body></html>"
     shared = slack_fake.add_file("cat.png", page, served_type="image/png")
-    with pytest.raises(InputRejected, match=r"web page instead of cat\.png"):
+    with raises_saying(InputRejected, r"web page instead of cat\.png"):
         await download_files([shared], config)
 
 
@@ -75,7 +76,7 @@ async def test_declared_size_over_the_cap_is_refused_before_downloading(
     slack_fake: FakeSlack, config: SlackConfig
 ) -> None:
     shared = slack_fake.add_file("big.png", sample_png(), size=5_000_000)
-    with pytest.raises(InputRejected, match=r"big\.png is 4\.8 MB; the limit is 97\.7 KB"):
+    with raises_saying(InputRejected, r"big\.png is 4\.8 MB; the limit is 97\.7 KB"):
         await download_files([shared], config)
     assert slack_fake.downloads == []
 
@@ -84,7 +85,7 @@ async def test_content_length_over_the_cap_is_refused(
     slack_fake: FakeSlack, config: SlackConfig
 ) -> None:
     shared = slack_fake.add_file("liar.png", b"\x89PNG" + b"\0" * 50_000, size=10)
-    with pytest.raises(InputRejected, match=r"liar\.png is 48\.8 KB"):
+    with raises_saying(InputRejected, r"liar\.png is 48\.8 KB"):
         await download_files([shared], replace(config, max_file_bytes=20_000))
 
 
@@ -92,7 +93,7 @@ async def test_a_stream_without_length_is_cut_off_at_the_cap(
     slack_fake: FakeSlack, config: SlackConfig
 ) -> None:
     shared = slack_fake.add_file("liar.png", b"\x89PNG" + b"\0" * 50_000, size=10, chunked=True)
-    with pytest.raises(InputRejected, match=r"liar\.png is larger than the limit of 19\.5 KB"):
+    with raises_saying(InputRejected, r"liar\.png is larger than the limit of 19\.5 KB"):
         await download_files([shared], replace(config, max_file_bytes=20_000))
 
 
@@ -104,7 +105,7 @@ async def test_the_token_is_never_sent_to_other_hosts(config: SlackConfig) -> No
         "size": 10,
         "url_private": "https://evil.example/steal.png",
     }
-    with pytest.raises(InputRejected, match="not hosted by Slack"):
+    with raises_saying(InputRejected, "not hosted by Slack"):
         await download_files([foreign], config)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from core.errors import RunFailed
 from core.evaluation.datasets import item_of
 from core.evaluation.runner import EMPTIED, PlanningOptions, plan_request, run_eval
@@ -15,6 +13,7 @@ from core.planning import reask_messages
 from core.tasks import TASKS
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_fake import FakeLLM
+from tests.said import raises_saying
 
 OPTIONS = PlanningOptions(tuple(TASKS), max_tasks=10, max_tokens=4096)
 CAPTION = json.dumps(
@@ -135,7 +134,7 @@ async def test_the_llm_failing_is_recorded_not_raised(llm_fake: FakeLLM) -> None
 async def test_the_run_stops_when_the_llm_fails_on_the_first_requests(llm_fake: FakeLLM) -> None:
     llm_fake.fail(401, times=100)
     items = [item(f"request {n}") for n in range(20)]
-    with pytest.raises(RunFailed, match="failed on the first 3 requests"):
+    with raises_saying(RunFailed, "failed on the first 3 requests"):
         await run_eval(llm_fake.client(), items, OPTIONS, concurrency=2)
     assert len(llm_fake.calls()) <= 4  # the three, and one already started
 

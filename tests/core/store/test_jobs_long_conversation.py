@@ -12,6 +12,7 @@ import asyncio
 
 import sqlalchemy as sa
 
+from core.errors import RunFailed
 from core.jobs import JobQueue, conversation_name
 from core.store import Repo
 from core.store.jobs import JobStore
@@ -34,8 +35,8 @@ class Recorder:
     async def notify(self, job: Job, notice: Notice) -> None:
         pass
 
-    async def give_up(self, job: Job, reason: str) -> None:
-        raise AssertionError(reason)
+    async def give_up(self, job: Job, failure: RunFailed) -> None:
+        raise AssertionError(str(failure))
 
 
 def key(tail: str) -> ConversationKey:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from adapters.chat.messages import reply_text
 from core.store.models import Message
 from core.types import ConversationKey, ReplyStatus, Request
 from tests.fakes.agent_fixture import AgentEnv, open_agent_env
@@ -39,7 +40,7 @@ async def test_a_message_refused_for_its_size_is_stored_bounded(
     assert len(BIG) == 100_000
     async with open_agent_env(tmp_path, llm_fake, hf_fake, database_url=shared_db_url) as env:
         reply = await env.agent.handle(Request(KEY, "u1", BIG))
-        assert reply.status == ReplyStatus.REFUSED and "100,000" in reply.text
+        assert reply.status == ReplyStatus.REFUSED and "100,000" in reply_text(reply)
         ((user_role, user_text), (bot_role, bot_text)) = await stored(env)
         history = await env.agent.repo.load_history(KEY)
     assert (user_role, bot_role) == ("user", "assistant")
@@ -71,5 +72,5 @@ async def test_a_message_within_the_limit_is_stored_whole(
     llm_fake.reply("answer", "Noted.")
     async with open_agent_env(tmp_path, llm_fake, hf_fake, database_url=shared_db_url) as env:
         reply = await env.agent.handle(Request(KEY, "u1", text))
-        assert reply.status != ReplyStatus.REFUSED, reply.text
+        assert reply.status != ReplyStatus.REFUSED, reply_text(reply)
         assert await stored(env) == [("user", text), ("assistant", reply.text)]
