@@ -1,4 +1,4 @@
-"""The agent's knobs (the words it answers with are in core.errors).
+"""The agent's knobs (the words a person reads are the adapters': adapters/chat/messages.py).
 
 ``bot.app`` builds :class:`AgentConfig` from the settings (``bot.settings``
 takes each default from here, so a deployment and a test that builds
