@@ -119,6 +119,7 @@ class Sample:
     took2: float | None = None  # run: the same request again in the same process (warm)
     wall: float | None = None  # the whole process, start to exit (ask only)
     error: str | None = None
+    log: Path | None = None  # run: the bot process's stderr (its own file)
 
     def makespan_ratio(self, shape: Shape) -> float | None:
         s = span(self.calls)
@@ -136,6 +137,12 @@ class Env:
     tmp: Path
     base: dict[str, str]
     reps: int
+    processes: int = 0  # run processes started so far (each logs to its own file)
+
+    def log_file(self, mode: str) -> Path:
+        """A fresh stderr file for the next ``run`` process of ``mode``."""
+        self.processes += 1
+        return self.tmp / f"{mode.replace(' ', '-')}-{self.processes:03d}.log"
 
     def bot_env(self, name: str, selection: str, **extra: str) -> dict[str, str]:
         """``python -m bot``'s environment: the fakes, remote mode, the store
@@ -231,13 +238,25 @@ async def _while_running(proc: asyncio.subprocess.Process, waiting: Awaitable[An
     raise RuntimeError(f"the bot exited with {proc.returncode}")
 
 
+class Refused(Exception):
+    """The bot answered a request with a failure (its ❌ message) instead of the answer."""
+
+
+FAILED = "❌"  # adapters.chat.render.ERROR_ICON: how a failed request's message starts
+
+
+def _slack_text(call: Any) -> str:
+    return str(call.args.get("text") or "")
+
+
 async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: str) -> Sample:
     """A fresh ``run slack`` process and its first mention (with photo.png),
-    then a second one (warm)."""
+    then a second one (warm), each in a thread of its own."""
     from tests.fakes.loopback import free_port, wait_listening
     from tests.fakes.slack_fake import (
         BOT_TOKEN,
         SIGNING_SECRET,
+        Call,
         event_body,
         make_slack_fake,
         mention_event,
@@ -254,55 +273,65 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
             SLACK_HTTP_PORT=str(port),
             SLACK_API_URL=slack.base_url,
         )
-        proc = await _start(bot_env, env.tmp, "slack", env.tmp / "slack.log")
-        try:
-            await wait_listening(port, proc, within=90)
-            since = await fakes.hf_count()
-            photo = slack.add_file(PHOTO, sample_png(96, 96))
-            ts = f"{int(time.time())}.{abs(hash(tag)) % 1_000_000:06d}"
-            raw = json.dumps(event_body(mention_event(shape.text, ts=ts, files=[photo])))
+        photo = slack.add_file(PHOTO, sample_png(96, 96))
+
+        def answers() -> list[Call]:
+            return [c for c in slack.calls_to("chat.postMessage") if ANSWER[:20] in _slack_text(c)]
+
+        def failures() -> list[Call]:
+            return [
+                c
+                for c in slack.calls
+                if c.method in ("chat.postMessage", "chat.update")
+                and _slack_text(c).startswith(FAILED)
+            ]
+
+        async def ask() -> float:
+            """Post a mention in a new thread (its ``ts`` unique, as Slack's are); when."""
+            event = mention_event(shape.text, ts=f"{time.time():.6f}", files=[photo])
+            raw = json.dumps(event_body(event))
             t0 = time.monotonic()
+            url = f"http://127.0.0.1:{port}/slack/events"
             async with (
                 aiohttp.ClientSession() as http,
-                http.post(
-                    f"http://127.0.0.1:{port}/slack/events", data=raw, headers=signed_headers(raw)
-                ) as resp,
+                http.post(url, data=raw, headers=signed_headers(raw)) as resp,
             ):
                 if resp.status != 200:
-                    return Sample(error=f"the event was answered {resp.status}")
-            answers = await _while_running(
+                    raise AssertionError(f"the event was answered {resp.status}")
+            return t0
+
+        async def answered(n: int) -> Call:
+            """The ``n``-th answer; Refused at once if a request failed instead."""
+            await _while_running(
                 proc,
-                slack.wait_for(
-                    "chat.postMessage",
-                    where=lambda c: ANSWER[:20] in str(c.args.get("text")),
-                    within=90,
-                ),
+                slack.wait_until(lambda: len(answers()) >= n or bool(failures()), within=90),
             )
-            sample = Sample(took=answers[0].at - t0, calls=await fakes.hf_calls(since))
+            if failed := failures():
+                raise Refused(_slack_text(failed[0])[:200])
+            return answers()[n - 1]
+
+        log = env.log_file("run slack")
+        proc = await _start(bot_env, env.tmp, "slack", log)
+        step = "listening"
+        try:
+            await wait_listening(port, proc, within=90)
+            step = "the first answer"
+            since = await fakes.hf_count()
+            t0 = await ask()
+            first = await answered(1)
+            sample = Sample(took=first.at - t0, calls=await fakes.hf_calls(since), log=log)
+            step = "the second answer"
             # The same again in another thread of the now warm process: what
             # the platform itself costs (status, upload), to read the first against.
-            raw = json.dumps(event_body(mention_event(shape.text, ts=f"{ts}1", files=[photo])))
-            t0 = time.monotonic()
-            async with (
-                aiohttp.ClientSession() as http,
-                http.post(
-                    f"http://127.0.0.1:{port}/slack/events", data=raw, headers=signed_headers(raw)
-                ) as resp,
-            ):
-                pass
-            answers = await _while_running(
-                proc,
-                slack.wait_for(
-                    "chat.postMessage",
-                    count=2,
-                    where=lambda c: ANSWER[:20] in str(c.args.get("text")),
-                    within=90,
-                ),
-            )
-            sample.took2 = answers[1].at - t0
+            t0 = await ask()
+            sample.took2 = (await answered(2)).at - t0
             return sample
-        except (TimeoutError, RuntimeError, AssertionError) as e:
-            return Sample(error=f"run slack: {type(e).__name__}: {e}"[:300])
+        except (TimeoutError, RuntimeError, AssertionError, Refused) as e:
+            seen = "; ".join(f"{c.method} {_slack_text(c)[:60]!r}" for c in slack.calls[-4:])
+            return Sample(
+                error=f"run slack, {step}: {type(e).__name__}: {e}; last calls: {seen}"[:400],
+                log=log,
+            )
         finally:
             await _stop(proc)
 
@@ -310,10 +339,19 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
 # ----------------------------------------------------------- run discord
 
 
+def _discord_text(call: Any) -> str:
+    """What a call to the fake says: a message's content, or an interaction
+    response's (``{"type": 4, "data": {"content": …}}``)."""
+    body = call.json if isinstance(call.json, dict) else {}
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    return str(body.get("content") or data.get("content") or "")
+
+
 async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: str) -> Sample:
     """A fresh ``run discord`` process and its first ``/ask`` (no file: the bot
-    takes files only from Discord's own CDN hosts, which the fake is not)."""
-    from tests.fakes.discord_fake import APP_ID, GUILD_ID, make_discord_fake
+    takes files only from Discord's own CDN hosts, which the fake is not),
+    then a second one (warm) in another channel."""
+    from tests.fakes.discord_fake import APP_ID, GUILD_ID, DiscordCall, make_discord_fake
 
     async with make_discord_fake() as fake:
         bot_env = env.bot_env(
@@ -323,33 +361,53 @@ async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag
             DISCORD_API_BASE=fake.base_url,
             DISCORD_DEV_GUILD_IDS=str(GUILD_ID),
         )
-        proc = await _start(bot_env, env.tmp, "discord", env.tmp / "discord.log")
+
+        def failures() -> list[DiscordCall]:
+            return [c for c in fake.calls if _discord_text(c).startswith(FAILED)]
+
+        async def ask(channel: dict[str, Any] | None = None) -> tuple[str, float]:
+            """Send ``/ask`` (no file: the fake's CDN is not Discord's, which
+            the bot refuses); its token, and when."""
+            payload = fake.interaction("ask", {"prompt": shape.text}, channel=channel)
+            t0 = time.monotonic()
+            await fake.dispatch("INTERACTION_CREATE", payload)
+            return str(payload["token"]), t0
+
+        async def answered(token: str) -> DiscordCall:
+            """The interaction's first follow-up (the answer); Refused at once
+            if a request failed instead."""
+            path = rf"^/webhooks/{APP_ID}/{token}$"
+            await _while_running(
+                proc,
+                fake.wait_until(lambda: bool(fake.find("POST", path) or failures()), within=90),
+            )
+            if failed := failures():
+                raise Refused(_discord_text(failed[0])[:200])
+            return fake.find("POST", path)[0]
+
+        log = env.log_file("run discord")
+        proc = await _start(bot_env, env.tmp, "discord", log)
+        step = "gateway ready"
         try:
             await _while_running(proc, fake.gateway.wait_ready(within=90))
+            step = "the first answer"
             since = await fakes.hf_count()
-            # No attachment: the fake's CDN is not Discord's, which the bot refuses.
-            payload = fake.interaction("ask", {"prompt": shape.text})
-            t0 = time.monotonic()
-            await fake.dispatch("INTERACTION_CREATE", payload)
-            token = payload["token"]
-            posts = await _while_running(
-                proc, fake.wait_for("POST", rf"^/webhooks/{APP_ID}/{token}$", within=90)
-            )
-            sample = Sample(took=posts[0].at - t0, calls=await fakes.hf_calls(since))
+            token, t0 = await ask()
+            first = await answered(token)
+            sample = Sample(took=first.at - t0, calls=await fakes.hf_calls(since), log=log)
+            step = "the second answer"
             # Again, warm, in another channel (another conversation: no history, no reuse).
-            payload = fake.interaction(
-                "ask", {"prompt": shape.text}, channel=fake.text_channel(fake.next_id())
-            )
-            t0 = time.monotonic()
-            await fake.dispatch("INTERACTION_CREATE", payload)
-            token = payload["token"]
-            posts = await _while_running(
-                proc, fake.wait_for("POST", rf"^/webhooks/{APP_ID}/{token}$", within=90)
-            )
-            sample.took2 = posts[0].at - t0
+            token, t0 = await ask(channel=fake.text_channel(fake.next_id()))
+            sample.took2 = (await answered(token)).at - t0
             return sample
-        except (TimeoutError, RuntimeError, AssertionError) as e:
-            return Sample(error=f"run discord: {type(e).__name__}: {e}"[:300])
+        except (TimeoutError, RuntimeError, AssertionError, Refused) as e:
+            seen = "; ".join(
+                f"{c.method} {c.path} {_discord_text(c)[:60]!r}" for c in fake.calls[-4:]
+            )
+            return Sample(
+                error=f"run discord, {step}: {type(e).__name__}: {e}; last calls: {seen}"[:400],
+                log=log,
+            )
         finally:
             await _stop(proc)
 
@@ -367,15 +425,27 @@ RUNNERS: dict[str, Callable[[Env, Fakes, Shape, str, str], Awaitable[Sample]]] =
 async def _sample(
     env: Env, fakes: Fakes, mode: str, shape: Shape, selection: str, tag: str
 ) -> Sample:
-    return await RUNNERS[mode](env, fakes, shape, selection, tag)
+    sample = await RUNNERS[mode](env, fakes, shape, selection, tag)
+    if sample.error:
+        say(f"user path: {mode} {tag} failed: {sample.error}")
+        if sample.log is not None and sample.log.exists():
+            tail = sample.log.read_text("utf-8", "replace").splitlines()[-15:]
+            say(f"the last lines of its log ({sample.log}):\n      " + "\n      ".join(tail))
+    return sample
 
 
 async def measure_user_path(
-    urls: FakeURLs, tmp: Path, *, quick: bool, modes: tuple[str, ...] = MODES
+    urls: FakeURLs,
+    tmp: Path,
+    *,
+    quick: bool,
+    modes: tuple[str, ...] = MODES,
+    reps: int | None = None,
 ) -> Result:
-    """Both conditions, every shape, each mode; rows for sections 1 and 2."""
+    """Both conditions, every shape, each mode; rows for sections 1 and 2
+    (``reps`` requests each: 3, ``quick`` 1)."""
     res = Result()
-    reps = 1 if quick else 3
+    reps = reps or (1 if quick else 3)
     base = {k: v for k, v in os.environ.items() if k not in settings_env_names()}
     env = Env(urls, tmp, base, reps)
     (tmp / PHOTO).write_bytes(sample_png(96, 96))
@@ -578,13 +648,25 @@ async def _main() -> None:  # pragma: no cover - a manual entry point
     ap.add_argument("--fakes", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--reps", type=int, default=None, help="requests per shape (3, quick 1)")
+    ap.add_argument(
+        "--workdir",
+        default=None,
+        help="keep the stores and every run process's log here (default: a temporary directory)",
+    )
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="hgbench-user-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if a.workdir:
+            tmp = Path(a.workdir).resolve()
+            tmp.mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hgbench-user-")))
         res = await measure_user_path(
             FakeURLs.from_json(a.fakes),
-            Path(tmp),
+            tmp,
             quick=a.quick,
             modes=tuple(m for m in a.modes.split(",") if m),
+            reps=a.reps,
         )
     print(res.to_json("userpath"))
 

@@ -208,6 +208,11 @@ class FakeSlack:
             await asyncio.wait_for(self._changed.wait_for(lambda: len(matching()) >= count), within)
         return matching()
 
+    async def wait_until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until ``predicate`` (read on each call the fake records) holds."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), within)
+
     def rate_limit(self, method: str, times: int = 1) -> None:
         """Answer the next ``times`` calls to ``method`` with 429 + Retry-After: 0."""
         self._rate_limits[method] = self._rate_limits.get(method, 0) + times
