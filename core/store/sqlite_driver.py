@@ -12,7 +12,9 @@ queue runs 16 of them.
 change: its cursor runs ``execute``, ``fetchall`` and ``close`` of a sqlite3
 cursor in one call on aiosqlite's thread, keeping the description, the row
 count and the last row id it read there.  Same SQL, same thread, same
-transactions (BEGIN and COMMIT are sqlite3's as before); results are
+transactions (BEGIN and COMMIT are sqlite3's as before); a commit or a
+rollback with no transaction open (a read's commit, the rollback the pool
+does on every connection given back) is not sent to the thread; results are
 buffered as SQLAlchemy's adapter buffers them.  Server-side cursors
 (``stream_results``) keep the stock cursor.  It leans on two internals
 (SQLAlchemy's cursor adapter, aiosqlite's ``_execute``); when either is
@@ -118,8 +120,24 @@ def one_call_dbapi() -> Any | None:
             await self._call(operation, seq_of_parameters, True)
 
     class Connection(AsyncAdapt_aiosqlite_connection):
+        """Commit and roll back only when a transaction is open: the pool
+        rolls back every connection it is given back, committed or not,
+        and a read commits nothing; each would be a call on the thread."""
+
         __slots__ = ()
         _cursor_cls = Cursor
+
+        def _open(self) -> bool:
+            raw = self._connection._connection  # the sqlite3 connection (None: closed)
+            return raw is None or bool(raw.in_transaction)
+
+        def rollback(self) -> None:
+            if self._open():
+                super().rollback()
+
+        def commit(self) -> None:
+            if self._open():
+                super().commit()
 
     class DBAPI(AsyncAdapt_aiosqlite_dbapi):
         def connect(self, *arg: Any, **kw: Any) -> Any:

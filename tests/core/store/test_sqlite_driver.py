@@ -80,7 +80,36 @@ async def test_each_statement_is_one_call_on_the_thread(
         await conn.execute(sa.update(ITEMS).values(doc={"x": 1}))
         await conn.execute(sa.select(ITEMS.c.id, ITEMS.c.doc))
         assert calls == ["_run", "_run", "_run"]
-    assert calls[3:] == ["commit", "rollback"]  # the transaction's end, as before
+    # The commit; the pool's rollback of the connection given back is not sent
+    # (no transaction is open after the commit).
+    assert calls[3:] == ["commit"]
+
+
+async def test_only_an_open_transaction_is_ended_on_the_thread(
+    one_call_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read opens no SQLite transaction: neither its commit nor the pool's
+    rollback goes to the thread.  A write that fails is rolled back there."""
+    db = one_call_db
+    calls: list[str] = []
+    original = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await original(self, fn, *args, **kw)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    async with db.connection("read") as conn:
+        await conn.execute(sa.select(ITEMS.c.id))
+    assert calls == ["_run"]
+    calls.clear()
+    with pytest.raises(RuntimeError):
+        async with db.connection("write", write=True) as conn:
+            await conn.execute(sa.insert(ITEMS).values(name="kept?"))
+            raise RuntimeError("the caller fails after its write")
+    assert calls == ["_run", "rollback"]
+    async with db.connection("read") as conn:
+        assert (await conn.execute(sa.select(sa.func.count()).select_from(ITEMS))).scalar() == 0
 
 
 async def test_rows_counts_and_ids_read_as_before(db: Database) -> None:
