@@ -24,6 +24,7 @@ test can expire a lease with a fake clock.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from core.errors import LeaseLost, StoreRejected
+from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.db import Tx, unique_violation
 from core.store.models import StoredJob, utcnow
 from core.store.summaries import UNKNOWN
@@ -255,6 +256,16 @@ async def mark_saved(
     return _summary(cp)
 
 
+def _settle(w: _Write, rows: int) -> None:
+    if not w.done.done():  # its caller may have gone (cancelled): the write stands
+        w.done.set_result(rows)
+
+
+def _fail(w: _Write, exc: BaseException) -> None:
+    if not w.done.done():
+        w.done.set_exception(exc)
+
+
 # Accepting and finishing (once per request each): built once, values bound.
 _ACCEPT = sa.insert(_J).returning(*_C)
 _FINISH = (
@@ -273,13 +284,38 @@ _FINISH = (
 )
 
 
+GROUP_LIMIT = 64  # lease-guarded writes at most in one shared transaction
+
+
+@dataclass(slots=True)
+class _Write:
+    """One lease-guarded write waiting for the next shared transaction."""
+
+    stmt: Any
+    params: dict[str, Any]
+    done: asyncio.Future[int]  # the rows it changed (0: the lease is not held)
+
+
 class JobStore:
-    """The job table, through the repo's sessions (same engine, same SQLite write lock)."""
+    """The job table, through the repo's sessions (same engine, same SQLite write lock).
+
+    Checkpoints and finishes are *group-committed*: each is one guarded
+    ``UPDATE`` of one row, and those asked for while a transaction of them
+    is under way go together in the next one (on SQLite, one commit and one
+    disk sync for all).  A lone write goes at once; a caller returns when
+    the transaction holding its write has committed, and learns from its
+    own row count whether it still held the lease.  A value the database
+    refuses fails that transaction: each of its writes is then tried on its
+    own, so only the one at fault fails."""
 
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
         self.dialect = repo.db.dialect
         self._claims: dict[_ClaimShape, Any] = {}
+        self._queued: list[_Write] = []
+        self._writer: asyncio.Task[None] | None = None
+        # executemany's row count is the sum of its rows' (not on asyncpg)
+        self._summed = self.dialect == "sqlite"
 
     def _session(self, action: str, *, write: bool = False) -> Any:
         return self.repo._session(action, write=write)
@@ -566,9 +602,78 @@ class JobStore:
     ) -> None:
         """Replace the job's checkpoint (:class:`LeaseLost` if not held)."""
         self.repo.job_summaries.forget(job_id)  # unknown until the write commits
-        async with self._session("checkpoint the request", write=True) as s:
-            summary = await mark_saved(s, job_id, owner, checkpoint, now)
-        self.repo.job_summaries.remember(job_id, summary)
+        cp = _clean(checkpoint)
+        params = {"job_id": job_id, "owner": owner, "cp": cp, "now": now}
+        if await self._grouped(_MARK_SAVED, params) != 1:
+            raise LeaseLost(f"job {job_id} is no longer held by {owner}")
+        self.repo.job_summaries.remember(job_id, _summary(cp))
+
+    async def _grouped(self, stmt: Any, params: dict[str, Any]) -> int:
+        """Run one guarded single-row write in the next shared transaction
+        (see the class); the rows it changed."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queued.append(_Write(stmt, params, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_queued(), name="job-store-writes"
+            )
+        return await done
+
+    async def _write_queued(self) -> None:
+        """Write what is queued, a shared transaction at a time, until nothing is."""
+        batch: list[_Write] = []
+        try:
+            while self._queued:
+                batch = self._queued[:GROUP_LIMIT]
+                del self._queued[:GROUP_LIMIT]
+                try:
+                    counts = await self._write(batch)
+                except StoreRejected as exc:
+                    if len(batch) == 1:
+                        _fail(batch[0], exc)
+                        continue
+                    for w in batch:  # one of them is at fault: each on its own
+                        try:
+                            _settle(w, (await self._write([w]))[0])
+                        except Exception as one:
+                            _fail(w, one)
+                    continue
+                except Exception as exc:  # unavailable (or a defect): each caller hears of it
+                    for w in batch:
+                        _fail(w, exc)
+                    continue
+                for w, n in zip(batch, counts, strict=True):
+                    _settle(w, n)
+        finally:  # cancelled (the loop is closing): nobody is left to write these
+            for w in [*batch, *self._queued]:
+                _fail(w, StoreUnavailable("the store closed before this write"))
+            self._queued.clear()
+
+    async def _write(self, batch: list[_Write]) -> list[int]:
+        """The writes of ``batch`` in one transaction; each one's row count.
+        Writes of one statement go as one ``executemany`` where the driver
+        sums their row counts: all held (the usual case) when the sum is
+        their number, else each is run again on its own (the same values:
+        a row written already is counted again, one not held is not)."""
+        counts: list[int] = []
+        async with self._session("checkpoint requests", write=True) as s:
+            i = 0
+            while i < len(batch):
+                j = i + 1
+                while j < len(batch) and batch[j].stmt is batch[i].stmt:
+                    j += 1
+                run = batch[i:j]
+                if len(run) > 1 and self._summed:
+                    result = await s.execute(run[0].stmt, [w.params for w in run])
+                    if int(result.rowcount) == len(run):  # type: ignore[attr-defined]
+                        counts += [1] * len(run)
+                        i = j
+                        continue
+                for w in run:
+                    result = await s.execute(w.stmt, w.params)
+                    counts.append(int(result.rowcount))  # type: ignore[attr-defined]
+                i = j
+        return counts
 
     async def set_status_ref(
         self, job_id: int, *, owner: str, ref: dict[str, Any], now: datetime
@@ -584,12 +689,12 @@ class JobStore:
         timings and usage: ``AgentAPI.recall``), the row stays (until pruned)
         so redeliveries are refused."""
         summary = self.repo.job_summaries.pop(job_id)  # as this process last wrote it
+        params = {"job_id": job_id, "owner": owner, "now": now, "error": error, "payload": {}}
+        if summary is not UNKNOWN:
+            return await self._grouped(_FINISH, {**params, "summary": summary}) == 1
         async with self._session("finish the request", write=True) as s:
-            if summary is UNKNOWN:
-                cp = await s.scalar(sa.select(_C.checkpoint).where(_C.id == job_id))
-                summary = _summary(cp)
-            params = {"job_id": job_id, "owner": owner, "now": now, "error": error}
-            result = await s.execute(_FINISH, {**params, "payload": {}, "summary": summary})
+            cp = await s.scalar(sa.select(_C.checkpoint).where(_C.id == job_id))
+            result = await s.execute(_FINISH, {**params, "summary": _summary(cp)})
             return int(result.rowcount) == 1
 
     async def release(self, job_ids: Sequence[int], *, owner: str, now: datetime) -> int:
