@@ -23,6 +23,8 @@ from pathlib import Path
 from core.clock import SYSTEM_CLOCK, Clock
 
 _EXT = re.compile(r"[^a-z0-9]")
+# A path as :meth:`MediaStore.put` names it (``ab/cd/<sha256>.<ext>``).
+_STORED = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}\.[a-z0-9]{1,10}")
 
 
 def _clean_ext(ext: str) -> str:
@@ -44,6 +46,7 @@ class PruneReport:
 class MediaStore:
     def __init__(self, root: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.root = Path(root).resolve()
+        self._prefix = str(self.root) + os.sep
         self.clock = clock  # a prune's cutoff (wall time, beside the files' mtimes)
 
     async def put(self, data: bytes, ext: str) -> tuple[str, str]:
@@ -85,7 +88,15 @@ class MediaStore:
         return resolved
 
     def relative(self, path: Path) -> str:
-        """The storage path of an absolute ``path`` inside the root (ValueError if outside)."""
+        """The storage path of an absolute ``path`` inside the root (ValueError if outside).
+
+        A path as this store names its files (the root, then ``ab/cd/<sha256>.<ext>``)
+        is taken as it is; any other is resolved first (a checkpoint names each
+        of its turn's files this way, several times a request, and resolving
+        asks the file system about every directory on the way)."""
+        text = str(path)
+        if text.startswith(self._prefix) and _STORED.fullmatch(rest := text[len(self._prefix) :]):
+            return rest
         resolved = Path(path).resolve()
         if resolved == self.root or not resolved.is_relative_to(self.root):
             raise ValueError(f"{path} is not inside the media root {self.root}")

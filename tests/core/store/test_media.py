@@ -68,3 +68,19 @@ def test_relative_refuses_outside(media_store: MediaStore, tmp_path: Path) -> No
     with pytest.raises(ValueError):
         media_store.relative(tmp_path / "elsewhere.png")
     assert media_store.relative(media_store.root / "ab" / "x.png") == "ab/x.png"
+
+
+async def test_relative_of_a_stored_file_and_of_look_alikes(
+    media_store: MediaStore, tmp_path: Path
+) -> None:
+    """A stored file's path gives its storage path back; a path that only
+    looks like one (climbing out, or the store's layout under another root)
+    is refused as before."""
+    rel, _ = await media_store.put(b"stored", "png")
+    assert media_store.relative(media_store.path(rel)) == rel
+    assert media_store.relative(media_store.root / rel) == rel
+    escape = media_store.root / rel.split("/")[0] / ".." / ".." / "elsewhere.png"
+    with pytest.raises(ValueError):
+        media_store.relative(escape)
+    with pytest.raises(ValueError):
+        media_store.relative(tmp_path / "other-root" / rel)
