@@ -84,6 +84,29 @@ def say(msg: str) -> None:
     print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+# What every fresh process imports: a file changed while the run goes on (the
+# checkout is shared; someone is editing it) is met by the processes started
+# after the change, and a half-made edit fails their requests.
+SOURCES = ("bot", "core", "adapters")
+
+
+def source_stamps(root: Path = ROOT) -> dict[str, tuple[int, int]]:
+    """Each of the bot's source files: (modification time, size)."""
+    stamps: dict[str, tuple[int, int]] = {}
+    for top in SOURCES:
+        for path in (root / top).rglob("*.py"):
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                stamps[str(path.relative_to(root))] = (st.st_mtime_ns, st.st_size)
+    return stamps
+
+
+def changed_sources(before: dict[str, tuple[int, int]], root: Path = ROOT) -> list[str]:
+    """The source files added, removed or changed since ``before``."""
+    now = source_stamps(root)
+    return sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+
+
 # ------------------------------------------------------------ the figures
 
 
@@ -138,6 +161,7 @@ class Env:
     base: dict[str, str]
     reps: int
     processes: int = 0  # run processes started so far (each logs to its own file)
+    sources: dict[str, tuple[int, int]] = field(default_factory=source_stamps)
 
     def log_file(self, mode: str) -> Path:
         """A fresh stderr file for the next ``run`` process of ``mode``."""
@@ -427,6 +451,12 @@ async def _sample(
 ) -> Sample:
     sample = await RUNNERS[mode](env, fakes, shape, selection, tag)
     if sample.error:
+        if changed := changed_sources(env.sources):
+            # Not the bot as it was at the start: say so with the failure.
+            sample.error = (
+                f"the checkout changed during the run ({len(changed)} files: "
+                f"{', '.join(changed[:3])}); {sample.error}"
+            )
         say(f"user path: {mode} {tag} failed: {sample.error}")
         if sample.log is not None and sample.log.exists():
             tail = sample.log.read_text("utf-8", "replace").splitlines()[-15:]

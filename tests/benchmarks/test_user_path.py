@@ -3,10 +3,19 @@ reads from the model fake's call times, and the side-by-side table."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import SHAPE_BY_NAME
-from benchmarks.user_path import Sample, hop_gaps, side_by_side, span
+from benchmarks.user_path import (
+    Sample,
+    changed_sources,
+    hop_gaps,
+    side_by_side,
+    source_stamps,
+    span,
+)
 
 
 def call(start: float, end: float) -> dict[str, Any]:
@@ -64,3 +73,24 @@ def test_the_side_by_side_table_puts_each_path_under_its_shape() -> None:
     assert any("ask (1st request)" in line and "1.50" in line for line in lines)
     assert any("run slack (2nd, warm)" in line and "1.20" in line for line in lines)
     assert not any("run discord" in line for line in lines)  # not measured: no row
+
+
+def test_a_source_file_edited_added_or_removed_during_the_run_is_named(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "adapters").mkdir()
+    planner = tmp_path / "core" / "planner.py"
+    planner.write_text("x = 1\n")
+    gone = tmp_path / "adapters" / "old.py"
+    gone.write_text("y = 2\n")
+    (tmp_path / "README.md").write_text("not a source\n")
+    before = source_stamps(tmp_path)
+    assert changed_sources(before, tmp_path) == []
+    planner.write_text("x = 1  # half an edit\n")
+    gone.unlink()
+    (tmp_path / "core" / "new.py").write_text("")
+    (tmp_path / "README.md").write_text("changed, but the bot does not import it\n")
+    assert changed_sources(before, tmp_path) == [
+        os.path.join("adapters", "old.py"),
+        os.path.join("core", "new.py"),
+        os.path.join("core", "planner.py"),
+    ]
