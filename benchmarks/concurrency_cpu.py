@@ -13,12 +13,21 @@ CPU per request (``time.process_time`` of this process, every thread), and
 the store's work per request counted with SQLAlchemy's engine events:
 statements sent, transactions committed.
 
-``--profile PATH``: the job-queue loop again under cProfile, written to
-PATH (``pstats``) and summarised by component (each function's own time,
-filed by where its code lives: the openai SDK, httpx2, aiohttp, SQLAlchemy,
-the drivers, pydantic, json, asyncio, logging, the project's modules…).
-cProfile slows call-heavy code more than the rest, so read the shares, not
-the milliseconds; CPU per request is measured without it.
+The statements and commits are counted over 40 more requests after the
+timed ones (listening to the engine's events costs CPU of its own).
+
+``--profile PATH``: the job-queue loop again under the CPU-time sampler
+(:mod:`benchmarks.cpu_sampler`), its report in ``PATH.<store>.txt`` and
+the raw stacks in ``PATH.<store>.stacks``, summarised here by the
+component whose code was running (a C function counts as its caller's):
+the openai SDK, httpx2, aiohttp, SQLAlchemy, the drivers, pydantic, json,
+the event loop, logging, the project's modules; samples taken while the
+loop waited in ``epoll`` are other threads' CPU (SQLite's) and the kernel.
+
+``--callgrind``: run under ``valgrind --tool=callgrind --instr-atstart=no``
+to count the instructions of the timed loops alone (``callgrind_control``
+turns counting on and off around them): a figure the machine's load does
+not move, unlike CPU time (the kernel's work is not in it).
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from benchmarks.harness import (
 )
 
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+COUNTED = 40  # requests whose statements are counted (after the timed ones)
 
 # Where a function's own time is filed: the first fragment its file (or, for
 # a builtin, its name) contains.  Order matters: the more specific first.
@@ -106,6 +116,15 @@ class StoreCounter:
     def close(self) -> None:
         event.remove(self._engine, "before_cursor_execute", self._statement)
         event.remove(self._engine, "commit", self._commit)
+
+
+@contextmanager
+def counting(engine: Any) -> Iterator[StoreCounter]:
+    counter = StoreCounter(engine)
+    try:
+        yield counter
+    finally:
+        counter.close()
 
 
 def component(filename: str, name: str) -> str:
@@ -176,11 +195,14 @@ def instrument(on: bool, state: str) -> None:
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
 
 
-def line(label: str, n: int, cpu: float, counter: StoreCounter, runs: list[Run]) -> str:
+def line(
+    label: str, n: int, cpu: float, counter: StoreCounter, counted: int, runs: list[Run]
+) -> str:
     bad = error_kinds(runs)
     out = (
         f"  {label:<28} {cpu / n * 1000:6.2f} ms CPU/request   "
-        f"{counter.statements / n:5.1f} statements, {counter.commits / n:4.1f} commits per request"
+        f"{counter.statements / counted:5.1f} statements, "
+        f"{counter.commits / counted:4.1f} commits per request"
     )
     if bad:
         out += f"   FAILED {sum(bad.values())}: {next(iter(bad))}"
@@ -195,50 +217,50 @@ async def measure(label: str, urls: FakeURLs, db_url: str | None, tmp: Path, a: 
         adapter = BenchAdapter(agent)
         if a.callgrind:  # a request takes a second or more: no survey rounds meanwhile
             agent.jobs.poll = 3600.0
-        counter = StoreCounter(agent.repo.db.engine)
-        try:
-            await sequential(agent, None, "wd", 10)
-            await sequential(agent, adapter, "wj", 10)
-            print(f"{label} (load {os.getloadavg()[0]:.1f}):", flush=True)
-            loops = [("direct", None), ("job queue", adapter)]
-            for what, ad in [x for x in loops if not a.queue_only or x[1] is not None]:
-                counter.reset()
-                instrument(a.callgrind, "on")
-                c0 = time.process_time()
-                runs = await sequential(agent, ad, f"{what[0]}{label}", a.requests)
-                instrument(a.callgrind, "off")
-                print(line(what, a.requests, time.process_time() - c0, counter, runs), flush=True)
-                if ad is not None and a.statements:
-                    for sql, k in counter.kinds.most_common():
-                        print(f"      {k / a.requests:5.2f}  {sql}")
-            if a.burst:
-                counter.reset()
-                c0, t0 = time.process_time(), time.perf_counter()
-                runs = await burst(adapter, f"b{label}", a.burst)
-                cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-                print(
-                    line(f"{a.burst} at once (job queue)", a.burst, cpu, counter, runs)
-                    + f"   wall {wall:.2f} s",
-                    flush=True,
-                )
-            if a.profile:
-                sampler = CpuSampler(interval=0.0005)
-                sampler.start()
-                try:
-                    await sequential(agent, adapter, f"p{label}", a.requests)
-                finally:
-                    sampler.stop()
-                path = Path(f"{a.profile}.{label}.txt")
-                sampler.write(path)
-                with path.with_suffix(".stacks").open("w", encoding="utf-8") as f:
-                    for stack, k in sampler.stacks.items():  # collapsed: frames;…;frames count
-                        f.write(";".join(stack) + f" {k}\n")
-                print(f"  profile ({path}; CPU-time samples by the component running):")
-                for name, share in by_component(sampler):
-                    if share >= 0.005:
-                        print(f"    {100 * share:5.1f} %  {name}")
-        finally:
-            counter.close()
+        await sequential(agent, None, "wd", 10)
+        await sequential(agent, adapter, "wj", 10)
+        print(f"{label} (load {os.getloadavg()[0]:.1f}):", flush=True)
+        loops = [("direct", None), ("job queue", adapter)]
+        for what, ad in [x for x in loops if not a.queue_only or x[1] is not None]:
+            instrument(a.callgrind, "on")
+            c0 = time.process_time()
+            runs = await sequential(agent, ad, f"{what[0]}{label}", a.requests)
+            cpu = time.process_time() - c0
+            instrument(a.callgrind, "off")
+            # counted apart: listening to the engine's events costs CPU of its own
+            with counting(agent.repo.db.engine) as counter:
+                await sequential(agent, ad, f"n{what[0]}{label}", COUNTED)
+            print(line(what, a.requests, cpu, counter, COUNTED, runs), flush=True)
+            if ad is not None and a.statements:
+                for sql, k in counter.kinds.most_common():
+                    print(f"      {k / COUNTED:5.2f}  {sql}")
+        if a.burst:
+            c0, t0 = time.process_time(), time.perf_counter()
+            runs = await burst(adapter, f"b{label}", a.burst)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            with counting(agent.repo.db.engine) as counter:
+                await burst(adapter, f"nb{label}", a.burst)
+            print(
+                line(f"{a.burst} at once (job queue)", a.burst, cpu, counter, a.burst, runs)
+                + f"   wall {wall:.2f} s",
+                flush=True,
+            )
+        if a.profile:
+            sampler = CpuSampler(interval=0.0005)
+            sampler.start()
+            try:
+                await sequential(agent, adapter, f"p{label}", a.requests)
+            finally:
+                sampler.stop()
+            path = Path(f"{a.profile}.{label}.txt")
+            sampler.write(path)
+            with path.with_suffix(".stacks").open("w", encoding="utf-8") as f:
+                for stack, k in sampler.stacks.items():  # collapsed: frames;…;frames count
+                    f.write(";".join(stack) + f" {k}\n")
+            print(f"  profile ({path}; CPU-time samples by the component running):")
+            for name, share in by_component(sampler):
+                if share >= 0.005:
+                    print(f"    {100 * share:5.1f} %  {name}")
 
 
 async def main(a: Any) -> None:
