@@ -273,10 +273,53 @@ def _slack_text(call: Any) -> str:
     return str(call.args.get("text") or "")
 
 
+async def _said(proc: asyncio.subprocess.Process, log: Path, line: str, within: float) -> bool:
+    """Whether the bot wrote ``line`` to its log (True) or exited first (False)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        with contextlib.suppress(OSError):
+            if line in log.read_text("utf-8", "replace"):
+                return True
+        if proc.returncode is not None:
+            return False
+        await asyncio.sleep(0.05)  # the log is a file another process writes
+    raise AssertionError(f"the bot did not log {line!r} within {within:g} s")
+
+
+async def _start_slack(
+    env: Env, bot_env: Callable[[int], dict[str, str]]
+) -> tuple[asyncio.subprocess.Process, int, Path]:
+    """Start ``run slack`` on a free port and wait until it says it listens
+    there.  A port is only free until someone binds it: any process on this
+    machine may take it between :func:`free_port` and the bot's bind, and a
+    harness that took "something accepts connections there" for "the bot
+    listens" sent its events to that process (its 200 or 404 never became
+    an answer).  The bot's own log line is the proof; a bot that could not
+    bind (the port was taken) is started again on another."""
+    from tests.fakes.loopback import free_port
+
+    for _ in range(3):
+        port = free_port()
+        log = env.log_file("run slack")
+        proc = await _start(bot_env(port), env.tmp, "slack", log)
+        try:
+            if await _said(proc, log, f":{port}/slack/events", within=90):
+                return proc, port, log
+        except BaseException:
+            await _stop(proc)
+            raise
+        if "cannot listen on" not in log.read_text("utf-8", "replace"):
+            raise RuntimeError(f"the bot exited with {proc.returncode} (log {log.name})")
+    raise RuntimeError("three ports in a row were taken before the bot could listen")
+
+
 async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: str) -> Sample:
     """A fresh ``run slack`` process and its first mention (with photo.png),
-    then a second one (warm), each in a thread of its own."""
-    from tests.fakes.loopback import free_port, wait_listening
+    then a second one (warm), each in a thread of its own.  Only what the bot
+    posts in those threads counts (another process on this machine may talk
+    to this fake too)."""
+    from tests.fakes.loopback import wait_listening
     from tests.fakes.slack_fake import (
         BOT_TOKEN,
         SIGNING_SECRET,
@@ -288,19 +331,34 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
     )
 
     async with make_slack_fake() as slack:
-        port = free_port()
-        bot_env = env.bot_env(
-            "slack",
-            selection,
-            SLACK_BOT_TOKEN=BOT_TOKEN,
-            SLACK_SIGNING_SECRET=SIGNING_SECRET,
-            SLACK_HTTP_PORT=str(port),
-            SLACK_API_URL=slack.base_url,
-        )
+
+        def bot_env(port: int) -> dict[str, str]:
+            return env.bot_env(
+                "slack",
+                selection,
+                SLACK_BOT_TOKEN=BOT_TOKEN,
+                SLACK_SIGNING_SECRET=SIGNING_SECRET,
+                SLACK_HTTP_PORT=str(port),
+                SLACK_API_URL=slack.base_url,
+            )
+
         photo = slack.add_file(PHOTO, sample_png(96, 96))
+        threads: list[str] = []  # our mentions' ts: the threads the bot answers in
+
+        def ours(c: Call) -> bool:
+            """A post in one of our threads, or an edit of one."""
+            posted = {str(d.result.get("ts")) for d in slack.calls_to("chat.postMessage")
+                      if d.args.get("thread_ts") in threads}  # fmt: skip
+            return c.args.get("thread_ts") in threads or (
+                c.method == "chat.update" and str(c.args.get("ts")) in posted
+            )
 
         def answers() -> list[Call]:
-            return [c for c in slack.calls_to("chat.postMessage") if ANSWER[:20] in _slack_text(c)]
+            return [
+                c
+                for c in slack.calls_to("chat.postMessage")
+                if ANSWER[:20] in _slack_text(c) and ours(c)
+            ]
 
         def failures() -> list[Call]:
             return [
@@ -308,12 +366,14 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
                 for c in slack.calls
                 if c.method in ("chat.postMessage", "chat.update")
                 and _slack_text(c).startswith(FAILED)
+                and ours(c)
             ]
 
         async def ask() -> float:
             """Post a mention in a new thread (its ``ts`` unique, as Slack's are); when."""
-            event = mention_event(shape.text, ts=f"{time.time():.6f}", files=[photo])
-            raw = json.dumps(event_body(event))
+            ts = f"{time.time():.6f}"
+            threads.append(ts)
+            raw = json.dumps(event_body(mention_event(shape.text, ts=ts, files=[photo])))
             t0 = time.monotonic()
             url = f"http://127.0.0.1:{port}/slack/events"
             async with (
@@ -334,11 +394,12 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
                 raise Refused(_slack_text(failed[0])[:200])
             return answers()[n - 1]
 
-        log = env.log_file("run slack")
-        proc = await _start(bot_env, env.tmp, "slack", log)
         step = "listening"
+        proc: asyncio.subprocess.Process | None = None
+        log: Path | None = None
         try:
-            await wait_listening(port, proc, within=90)
+            proc, port, log = await _start_slack(env, bot_env)
+            await wait_listening(port, proc, within=10)
             step = "the first answer"
             since = await fakes.hf_count()
             t0 = await ask()
@@ -357,10 +418,8 @@ async def slack_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: 
                 log=log,
             )
         finally:
-            await _stop(proc)
-
-
-# ----------------------------------------------------------- run discord
+            if proc is not None:
+                await _stop(proc)
 
 
 def _discord_text(call: Any) -> str:
@@ -374,28 +433,47 @@ def _discord_text(call: Any) -> str:
 async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: str) -> Sample:
     """A fresh ``run discord`` process and its first ``/ask`` (no file: the bot
     takes files only from Discord's own CDN hosts, which the fake is not),
-    then a second one (warm) in another channel."""
+    then a second one (warm) in another channel.  Its token is its own, and
+    the interactions go to the gateway session that identified with it (a
+    bot of another process may find this fake too)."""
     from tests.fakes.discord_fake import APP_ID, GUILD_ID, DiscordCall, make_discord_fake
+    from tests.fakes.discord_gateway import DISPATCH, GatewaySession
 
     async with make_discord_fake() as fake:
+        bot_token = f"discord-bench-{os.getpid()}-{env.processes + 1}"
         bot_env = env.bot_env(
             "discord",
             selection,
-            DISCORD_BOT_TOKEN="discord-bench-token",
+            DISCORD_BOT_TOKEN=bot_token,
             DISCORD_API_BASE=fake.base_url,
             DISCORD_DEV_GUILD_IDS=str(GUILD_ID),
         )
+        tokens: list[str] = []  # our interactions'
+
+        def session() -> GatewaySession | None:
+            """Our bot's ready session (it identified with our token)."""
+            for s in fake.gateway.live():
+                if str((s.identify or {}).get("token", "")).removeprefix("Bot ") == bot_token:
+                    return s
+            return None
 
         def failures() -> list[DiscordCall]:
-            return [c for c in fake.calls if _discord_text(c).startswith(FAILED)]
+            return [
+                c
+                for c in fake.calls
+                if _discord_text(c).startswith(FAILED) and any(t in c.path for t in tokens)
+            ]
 
         async def ask(channel: dict[str, Any] | None = None) -> tuple[str, float]:
-            """Send ``/ask`` (no file: the fake's CDN is not Discord's, which
-            the bot refuses); its token, and when."""
+            """Send ``/ask`` on our bot's session; its token, and when."""
+            found = session()
+            if found is None:
+                raise AssertionError("our bot's gateway session is gone")
             payload = fake.interaction("ask", {"prompt": shape.text}, channel=channel)
+            tokens.append(str(payload["token"]))
             t0 = time.monotonic()
-            await fake.dispatch("INTERACTION_CREATE", payload)
-            return str(payload["token"]), t0
+            await found.send(DISPATCH, payload, "INTERACTION_CREATE")
+            return tokens[-1], t0
 
         async def answered(token: str) -> DiscordCall:
             """The interaction's first follow-up (the answer); Refused at once
@@ -413,7 +491,7 @@ async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag
         proc = await _start(bot_env, env.tmp, "discord", log)
         step = "gateway ready"
         try:
-            await _while_running(proc, fake.gateway.wait_ready(within=90))
+            await _while_running(proc, fake.wait_until(lambda: session() is not None, within=90))
             step = "the first answer"
             since = await fakes.hf_count()
             token, t0 = await ask()
