@@ -32,6 +32,15 @@ with the worker started on first use.  Processes run with compiled
 bytecode, as an installed bot has it (``benchmarks.__main__`` compiles the
 checkout).
 
+A ``run`` sample counts only what its own process does: Slack events are
+sent once the bot's log says it listens on the port it was given (any
+process may take a free port first: the bot is then started on another),
+Discord interactions on the gateway session that identified with the
+sample's token.  A request the bot answers with ❌ ends the sample at once
+(``Refused``); every failure names its step, the fake's last calls and the
+tail of that process's log (``--workdir`` keeps the logs and stores), and
+says when the bot's sources changed during the run (a shared checkout).
+
 Each figure is the median of ``reps`` requests (3; ``--quick`` 1).  The hop
 gaps – for every model call after the first wave, its start minus the last
 end before it – show where a process still does something on the critical
