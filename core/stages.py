@@ -105,11 +105,13 @@ async def _still_waiting(
     every: float,
     clock: Clock,
 ) -> None:
-    n = 1
+    # ``every`` after the last notice (the first: after the stage's start), so
+    # a notice sent late, on a busy loop, is not followed by another at once
+    last = 0.0
     while True:
-        await clock.sleep(max(0.0, n * every - deadline.elapsed()))
-        n += 1
-        await emit(StillWaiting(stage, deadline.elapsed(), max(1, deadline.attempts), tasks))
+        await clock.sleep(max(0.0, last + every - deadline.elapsed()))
+        last = deadline.elapsed()
+        await emit(StillWaiting(stage, last, max(1, deadline.attempts), tasks))
 
 
 @contextlib.asynccontextmanager
