@@ -10,15 +10,17 @@ part of ``python -m benchmarks --user-path``).  Each round, in turn:
   SDKs; its wall, when its answer was printed, and its CPU (user + system,
   which the machine's load changes less: the floor without a worker);
 * with ``--against DIR`` (another checkout, e.g. ``git worktree add DIR
-  HEAD~1``), the same ask run from that code, right after: before/after in
-  one run, pair by pair, as the machine's speed drifts;
+  HEAD~1``), the same ask run from that code, right after (before it in
+  every other round): before/after in one run, pair by pair, as the
+  machine's speed drifts;
 * the first ask with the worker started on first use
   (``CLI_WORKER_START=always``, as a terminal's ``auto`` does): it runs here
   and starts the worker once it has answered; then how long after it the
   worker listens, and one ask handed to that worker (after an untimed one).
   The worker is stopped before the next round.
 
-Medians over the rounds, each against ``COLD_ASK_TARGET`` (0.8 s), the bare
+Each ask is in a conversation of its own (no history to read).  Medians
+over the rounds, each against ``COLD_ASK_TARGET`` (0.8 s), the bare
 interpreter's start beside them (docs/speed.md).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import resource
 import signal
@@ -56,9 +59,14 @@ class Ask:
     error: str | None = None
 
 
+_asked = itertools.count()
+
+
 async def _ask(env: dict[str, str], cwd: Path, text: str) -> Ask:
-    """One whole ``python -m bot ask TEXT --json [--file photo.png]`` process."""
+    """One whole ``python -m bot ask TEXT --json [--file photo.png]`` process,
+    in a conversation of its own (every ask reads the same history: none)."""
     files = ["--file", PHOTO] if (cwd / PHOTO).is_file() else []
+    files += ["--conversation", f"cold-{next(_asked)}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
@@ -173,7 +181,7 @@ async def cold_ask(
     for _key, variant in variants:  # each creates its database, untimed
         await _ask(variant, env.tmp, shape.text)
     for r in range(reps):
-        for key, variant in variants:
+        for key, variant in variants if r % 2 == 0 else variants[::-1]:  # ABBA: no order bias
             _record(out, key, await _ask(variant, env.tmp, shape.text), key.replace("_", " "))
         sock = env.tmp / f"auto-{r}.sock"
         auto = {**never, "CLI_WORKER_START": "always", "CLI_SOCKET": str(sock)}
