@@ -25,7 +25,7 @@ the event loop, logging, the project's modules; samples taken while the
 loop waited in ``epoll`` are other threads' CPU (SQLite's) and the kernel.
 
 ``--callgrind``: run under ``valgrind --tool=callgrind --instr-atstart=no``
-to count the instructions of the timed loops alone (``callgrind_control``
+to count the instructions of the timed sequential loops alone (``callgrind_control``
 turns counting on and off around them): a figure the machine's load does
 not move, unlike CPU time (the kernel's work is not in it).
 """
