@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import SHAPE_BY_NAME
+from benchmarks.harness import SHAPE_BY_NAME, FakeURLs, settings_env_names
 from benchmarks.user_path import (
+    QUOTAS,
+    Env,
     Sample,
     changed_sources,
     hop_gaps,
@@ -94,3 +96,13 @@ def test_a_source_file_edited_added_or_removed_during_the_run_is_named(tmp_path:
         os.path.join("core", "new.py"),
         os.path.join("core", "planner.py"),
     ]
+
+
+def test_the_bots_processes_run_without_quotas_as_the_warm_measurements_do(tmp_path: Path) -> None:
+    """Every request of a run is one person's, in one store: left on, the
+    per-minute quota refused the 21st within a minute (a quick run's)."""
+    env = Env(FakeURLs("http://c", "http://l/v1", "http://h"), tmp_path, {}, 1)
+    got = env.bot_env("slack", "llm", SLACK_HTTP_PORT="3000")
+    assert {name: got[name] for name in QUOTAS} == dict.fromkeys(QUOTAS, "0")
+    assert set(QUOTAS) <= settings_env_names()  # settings the bot reads
+    assert got["SLACK_HTTP_PORT"] == "3000"
