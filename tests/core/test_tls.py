@@ -20,6 +20,8 @@ from core.http_client import async_client
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A process that has made no context yet."""
+    if tls._making is not None:  # one an earlier test started: let it finish first
+        tls._making.join()
     monkeypatch.setattr(tls, "_made", None)
     monkeypatch.setattr(tls, "_making", None)
     yield
