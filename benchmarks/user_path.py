@@ -32,6 +32,8 @@ with the worker started on first use.  Processes run with compiled
 bytecode, as an installed bot has it (``benchmarks.__main__`` compiles the
 checkout).
 
+The bot's processes run without quotas, as the warm measurements do (every
+request here is one person's, in a store each mode's processes share).
 A ``run`` sample counts only what its own process does: Slack events are
 sent once the bot's log says it listens on the port it was given (any
 process may take a free port first: the bot is then started on another),
