@@ -361,6 +361,7 @@ class JobQueue:
             log.warning("queued requests not released (their leases will run out): %s", exc)
         for j in [j for j in self._waiters if j not in self._running]:
             self._resolve(j, "deferred")
+        await self.store.settle()  # a cancelled job's last checkpoint, written or not
         await self._stop_loop()
         if self._unmarked:
             try:
@@ -383,6 +384,7 @@ class JobQueue:
         await asyncio.gather(
             *self._running.values(), *self._notices.values(), return_exceptions=True
         )
+        await self.store.settle(cancel=True)  # a killed process writes nothing more
         await self._stop_loop()
         for i in list(self._waiters):
             self._resolve(i, "deferred")

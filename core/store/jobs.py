@@ -619,6 +619,21 @@ class JobStore:
             )
         return await done
 
+    async def settle(self, *, cancel: bool = False) -> None:
+        """Wait (up to 5 s) for the writes queued so far to end; with
+        ``cancel``, stop them instead (rolled back where not committed: a
+        crash, after which nothing more of this process reaches the store)."""
+        task = self._writer
+        if task is None or task.done():
+            return
+        if cancel:
+            task.cancel()
+        await asyncio.wait([task], timeout=5.0)
+        if cancel:  # a task cancelled before it began runs none of its own clean-up
+            for w in self._queued:
+                _fail(w, StoreUnavailable("the store closed before this write"))
+            self._queued.clear()
+
     async def _write_queued(self) -> None:
         """Write what is queued, a shared transaction at a time, until nothing is."""
         batch: list[_Write] = []

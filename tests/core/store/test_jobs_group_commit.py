@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from core.errors import LeaseLost, StoreRejected
+from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store import Repo
 from core.store.jobs import DONE, JobStore
 from core.store.models import utcnow
@@ -130,3 +130,23 @@ async def test_any_number_of_writes_all_land(repo: Repo, n: int) -> None:
     )
     rows = await jobs.get(ids)
     assert all(rows[j].checkpoint == {"n": j} for j in ids)
+
+
+async def test_settle_waits_for_queued_writes_or_stops_them(repo: Repo) -> None:
+    jobs = JobStore(repo)
+    ids = await running(jobs, 2)
+    first = asyncio.ensure_future(
+        jobs.save_checkpoint(ids[0], owner="p1", checkpoint={"n": 1}, now=utcnow())
+    )
+    await asyncio.sleep(0)
+    first.cancel()  # its caller went away: the write still lands, and settle waits for it
+    await jobs.settle()
+    assert (await jobs.get([ids[0]]))[ids[0]].checkpoint == {"n": 1}
+    second = asyncio.ensure_future(
+        jobs.save_checkpoint(ids[1], owner="p1", checkpoint={"n": 2}, now=utcnow())
+    )
+    await asyncio.sleep(0)
+    await jobs.settle(cancel=True)  # a crash: the queued write is dropped
+    with pytest.raises((StoreUnavailable, asyncio.CancelledError)):
+        await second
+    assert (await jobs.get([ids[1]]))[ids[1]].checkpoint is None
