@@ -176,7 +176,10 @@ async def _inference(settings: Settings, catalog: Catalog, hub: Hub, report: Rep
             if expert is not None:
                 await expert.aclose()
     problems = {task: why for task, why in verified.items() if why}
-    for task, why in sorted(problems.items()):
+    from adapters.chat.error_words import render_task  # a task's failure, worded
+
+    for task, errors in sorted(problems.items()):
+        why = "; ".join(render_task(e.code, e.fields) for e in errors)
         report.line(False, "inference", f"{task}: no candidate is served live ({why})")
     if not problems:
         report.line(True, "inference", f"{len(offered)} tasks offered, each with a served model")

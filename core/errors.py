@@ -10,7 +10,7 @@
 * :class:`InputRejected` – the person's input is not acceptable (size, type,
   a command they may not use).
 
-``RunFailed`` and ``InputRejected`` carry data, not sentences: a
+``RunFailed``, ``InputRejected`` and ``TaskFailed`` carry data, not sentences: a
 :class:`Code` and :class:`ErrorFields` (the file, its size, the limit, the
 task …).  ``raise InputRejected(ErrorCode.FILE_EMPTY, file=name)``;
 ``err.code``, ``err.fields["file"]``.  The core words none of them:
@@ -18,7 +18,8 @@ task …).  ``raise InputRejected(ErrorCode.FILE_EMPTY, file=name)``;
 size=30000000 limit=26214400``) that logs and the conversation history the
 language model reads use; what a person is shown is worded by the adapters
 (``adapters/chat/error_words.py`` for these codes, ``error_text`` in
-``adapters/chat/messages.py``).
+``adapters/chat/messages.py``).  A task's failures (:class:`TaskCode`) reach
+the adapters as :class:`core.types.TaskError` values on its task state.
 """
 
 from __future__ import annotations
@@ -37,20 +38,6 @@ class PlanError(BotError):
 
 class ConfigError(BotError):
     """The operator's configuration is wrong or missing; the text says the fix."""
-
-
-class TaskFailed(BotError):
-    """An expert could not produce a result for one task.
-
-    ``retryable``: the same model may work if asked again later.  ``final``:
-    no other model or backend can help either (the input or the account is
-    at fault), so the executor stops trying candidates.
-    """
-
-    def __init__(self, message: str, *, retryable: bool = True, final: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.final = final
 
 
 # ------------------------------------------------------------ codes and fields
@@ -110,6 +97,24 @@ class ErrorFields(TypedDict, total=False):
     estimated: bool  # (LLM_PROMPT_TOO_LONG) prompt_tokens is our estimate
     request: str  # a request's id (CRASHED)
     problems: tuple[SettingProblem, ...]  # (SETTING_INVALID) one per bad key
+    # a task's failure (TaskCode)
+    expected: str  # the kind a task makes or takes: image | audio | video | text
+    got: str  # what came instead (OUTPUT_WRONG_KIND: a word of TaskCode's comment)
+    part: str  # a result's part: labels | answer | segments | boxes | entities | text …
+    dependency: int  # another task's id
+    provider: str  # an inference provider
+    path: str  # a directory on this machine (LOCAL_MODELS_DIR, a model's)
+    cache: str  # the Hugging Face cache's directory
+    free: int  # bytes free on a disk
+    max_gb: float  # LOCAL_DOWNLOAD_MAX_GB
+    inner: InnerError  # (LOCAL_NOT_AVAILABLE) why it could not be fetched either
+
+
+class InnerError(TypedDict):
+    """An error inside another's fields: its code (a value) and fields."""
+
+    code: str
+    fields: ErrorFields
 
 
 class Code(StrEnum):
@@ -192,6 +197,83 @@ class ErrorCode(Code):
     MESSAGE = "message"  # detail
 
 
+class TaskCode(Code):
+    """Why one task, or one attempt at it on one model, failed (:class:`TaskFailed`).
+
+    ``model`` is the model's id wherever a model was asked."""
+
+    # what the model returned (core.outputs): expected is the kind the task makes
+    OUTPUT_UNKNOWN_KIND = "output_unknown_kind"  # model, kind
+    # model, expected, got: empty | html | json_error | json | xml | text | unknown |
+    # not_media | no_video | damaged (format) | media (format, kind) | document (format)
+    OUTPUT_WRONG_KIND = "output_wrong_kind"
+    OUTPUT_IMAGE_TOO_LARGE = "output_image_too_large"  # model, limit, width + height (when known)
+    OUTPUT_IMAGE_DAMAGED = "output_image_damaged"  # model, format
+    OUTPUT_NOT_TEXT = "output_not_text"  # model
+    OUTPUT_BAD_SHAPE = "output_bad_shape"  # model, part
+    OUTPUT_BAD_MASK = "output_bad_mask"  # model
+    OUTPUT_MISSING = "output_missing"  # model, part, got (a kind it returned instead)
+    # the task's inputs (core.inputs, core.stages)
+    INPUT_NOT_MADE = "input_not_made"  # dependency, task (its task), kind
+    INPUT_WRONG_KIND = "input_wrong_kind"  # file, kind
+    NO_SUCH_FILE = "no_such_file"  # file
+    STORED_FILE_MISSING = "stored_file_missing"  # file
+    NEEDS_INPUT = "needs_input"  # task, kind: text | image | audio | question
+    NEEDS_ARGUMENT = "needs_argument"  # kind (local pipelines)
+    INPUT_UNREADABLE = "input_unreadable"  # kind, said
+    QA_NEEDS_CONTEXT = "qa_needs_context"  # (the question, a newline, the context)
+    QA_NEEDS_LINES = "qa_needs_lines"  # (local: 'question\ncontext')
+    TABLE_NEEDED = "table_needed"  # (tabular-classification's CSV)
+    # the run of the graph (core.execution)
+    SKIPPED = "skipped"  # dependency, task (its task)
+    NO_MODEL = "no_model"  # (no candidate for the task)
+    NO_MODEL_RAN = "no_model_ran"
+    NO_BACKEND = "no_backend"  # model
+    TIMED_OUT = "timed_out"  # model, seconds
+    EXPERT_CRASHED = "expert_crashed"  # model, cause
+    # a hosted call (core.experts.remote, providers)
+    NOT_ON_TASK_API = "not_on_task_api"  # task
+    SERVICE_UNREACHABLE = "service_unreachable"  # model, cause
+    RESPONSE_UNREADABLE = "response_unreadable"  # model, cause
+    MODEL_HTTP = "model_http"  # model, status (402: url)
+    REDIRECTED_AWAY = "redirected_away"  # address, host
+    PROVIDER_NOT_SERVING = "provider_not_serving"  # model, provider, task, choices
+    NO_PROVIDER = "no_provider"  # model, task (when known)
+    NOT_LIVE_FOR_CHAT = "not_live_for_chat"  # model (no live conversational mapping)
+    MODEL_GATED = "model_gated"  # model
+    MODEL_GONE = "model_gone"  # model
+    HUB_TOKEN_REFUSED = "hub_token_refused"  # model, status
+    HUB_LOOKUP_HTTP = "hub_lookup_http"  # model, status
+    HUB_LOOKUP_UNREACHABLE = "hub_lookup_unreachable"  # model, cause
+    # local inference (core.experts.local*)
+    NOT_LOADABLE = "not_loadable"  # model (no config.json or model_index.json)
+    NO_TORCH_WEIGHTS = "no_torch_weights"  # model
+    DOWNLOADS_OFF = "downloads_off"
+    NOT_REPO_ID = "not_repo_id"  # model
+    OFFLINE = "offline"  # model (absent: the one named before)
+    NOT_ALLOWED = "not_allowed"  # model, choices (LOCAL_DOWNLOAD_ALLOW)
+    NO_COMMIT = "no_commit"  # model
+    DOWNLOAD_TOO_LARGE = "download_too_large"  # model, size, max_gb
+    DISK_FULL = "disk_full"  # model, size, free, path
+    DOWNLOAD_INCOMPLETE = "download_incomplete"  # model, count, file
+    DOWNLOAD_GATED = "download_gated"  # model
+    DOWNLOAD_NOT_FOUND = "download_not_found"  # model, endpoint
+    DOWNLOAD_REFUSED = "download_refused"  # model, status
+    DOWNLOAD_HTTP = "download_http"  # model, status
+    DOWNLOAD_UNREACHABLE = "download_unreachable"  # model, endpoint, said
+    DOWNLOAD_FAILED = "download_failed"  # model, said
+    LOCAL_NOT_AVAILABLE = "local_not_available"  # model, path, cache, inner
+    LOCAL_CANNOT_RUN = "local_cannot_run"  # task
+    LOCAL_NEEDS_TORCH = "local_needs_torch"  # task
+    LOCAL_FAILED = "local_failed"  # task, model, said
+    LOAD_FAILED = "load_failed"  # model, path, said
+    HELPER_MISSING = "helper_missing"  # kind, task (the helper's), model, setting
+    BASE_MISSING = "base_missing"  # model
+    NEEDS_TESSERACT = "needs_tesseract"
+    NO_ANSWER_FOUND = "no_answer_found"
+    SPEECHT5_UNSUPPORTED = "speecht5_unsupported"
+
+
 class _Coded(BotError):
     """An error that carries a :class:`Code` and its :class:`ErrorFields`.
 
@@ -219,6 +301,29 @@ class RunFailed(_Coded):
 
 class InputRejected(_Coded):
     """A user's input (attachment, text, command) was refused (the adapters say why)."""
+
+
+class TaskFailed(_Coded):
+    """An expert could not produce a result for one task: a :class:`TaskCode`
+    and its fields (``TaskFailed(TaskCode.TIMED_OUT, model=m, seconds=30)``).
+
+    ``retryable``: the same model may work if asked again later.  ``final``:
+    no other model or backend can help either (the input or the account is
+    at fault), so the executor stops trying candidates.
+    """
+
+    def __init__(
+        self,
+        code: Code | str,
+        /,
+        *,
+        retryable: bool = True,
+        final: bool = False,
+        **fields: Unpack[ErrorFields],
+    ) -> None:
+        super().__init__(code, **fields)
+        self.retryable = retryable
+        self.final = final
 
 
 def terse(code: Code, fields: ErrorFields) -> str:

@@ -45,7 +45,7 @@ from typing import Literal
 
 from core import telemetry
 from core.catalog import ModelInfo
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.base import Expert, Prepares
 from core.inputs import REF, HandleLoader, resolve_inputs
 from core.outputs import check_output_async
@@ -55,7 +55,7 @@ from core.result_cache import Cached, ResultCache
 from core.results import TaskInputs, TaskResult
 from core.routing import ExpertRouter
 from core.tasks import AUDIO, TEXT, VIDEO, TaskTimeouts
-from core.types import TaskState, TaskStatus
+from core.types import TaskError, TaskState, TaskStatus, terse_errors
 from core.warmup import PROCESS, Warmups
 
 log = logging.getLogger(__name__)
@@ -83,15 +83,23 @@ class TaskOutcome:
     backend: str | None = None
     started: datetime | None = None
     ended: datetime | None = None
-    error: str | None = None
+    error: str | None = None  # the terse form of errors (older checkpoints: a sentence)
     result: TaskResult | None = None
     args: dict[str, str] = field(default_factory=dict)  # args after substitution (text)
     attempts: list[str] = field(default_factory=list)
+    errors: tuple[TaskError, ...] = ()  # why it failed or was skipped (each model tried)
 
     def state(self) -> TaskState:
-        return TaskState(
-            self.id, self.task, self.model.id if self.model else None, self.status, self.error
-        )
+        model = self.model.id if self.model else None
+        return TaskState(self.id, self.task, model, self.status, self.error, self.errors)
+
+    def fail(self, status: TaskStatus, errors: Sequence[TaskError]) -> None:
+        """Mark this task failed or skipped, for ``errors``."""
+        self.status, self.errors = status, tuple(errors)
+        self.error = terse_errors(self.errors)
+
+    def succeed(self) -> None:
+        self.status, self.error, self.errors = TaskStatus.DONE, None, ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +208,7 @@ class Executor:
         attempts: Sequence[tuple[ModelInfo, Sequence[Expert]]],
         inputs: TaskInputs,
         out: TaskOutcome,
-        errors: list[str],
+        errors: list[TaskError],
         *,
         started: Callable[[], Awaitable[None]],
         scope: str | None,
@@ -218,10 +226,10 @@ class Executor:
                 log.info("task %s (%s): reused %s's earlier result", t.id, t.task, model.id)
                 out.model, out.backend, out.result = model, hit.backend, hit.result
                 out.attempts.append(f"cache:{model.id}")
-                out.status, out.error = TaskStatus.DONE, None
+                out.succeed()
                 return "done"
             if not backends:
-                errors.append(f"{model.id}: no backend can serve it")
+                errors.append(TaskError(TaskCode.NO_BACKEND, {"model": model.id}))
                 continue
             for backend in backends:
                 out.model = model
@@ -241,21 +249,21 @@ class Executor:
                         if draws(t.task, inputs, result)
                         else result
                     )
-                    out.status = TaskStatus.DONE
-                    out.error = None
+                    out.succeed()
                     if cache:
                         cache.put(key, Cached(out.result, model.id, backend.name))
                     return "done"
                 except TimeoutError:
-                    msg = f"{model.id} timed out after {timeout:g} s"
+                    error = TaskError(TaskCode.TIMED_OUT, {"model": model.id, "seconds": timeout})
                 except TaskFailed as e:
-                    msg = str(e)
+                    error = TaskError.of(e)
                     final = e.final  # the input or the account is at fault
                 except Exception as e:  # an expert bug must not sink the graph
                     log.exception("expert %s crashed on %s", backend.name, t.task)
-                    msg = f"{model.id} failed unexpectedly ({type(e).__name__})"
-                log.warning("task %s (%s) attempt failed: %s", t.id, t.task, msg)
-                errors.append(msg)
+                    crash = {"model": model.id, "cause": type(e).__name__}
+                    error = TaskError(TaskCode.EXPERT_CRASHED, crash)
+                log.warning("task %s (%s) attempt failed: %s", t.id, t.task, error)
+                errors.append(error)
                 if final:
                     return "final"
         return "failed"
@@ -404,20 +412,18 @@ class _Graph:
             await self.ready[d].wait()
         bad = [d for d in t.dep if self.outcomes[d].status is not TaskStatus.DONE]
         if bad:
-            out.status = TaskStatus.SKIPPED
-            out.error = f"skipped: task {bad[0]} ({self.outcomes[bad[0]].task}) did not succeed"
+            failed = {"dependency": bad[0], "task": self.outcomes[bad[0]].task}
+            out.fail(TaskStatus.SKIPPED, [TaskError(TaskCode.SKIPPED, failed)])
             return False
         if not self.models[t.id]:
-            out.status = TaskStatus.FAILED
-            out.error = "no model available for this task"
+            out.fail(TaskStatus.FAILED, [TaskError(TaskCode.NO_MODEL)])
             return False
         for n in self._handles_needed(t):  # a file's handle exists once it is stored
             await self.committed[n].wait()
         try:
             inputs, out.args = await resolve_inputs(t, self.outcomes, self.load_handle)
         except TaskFailed as e:
-            out.status = TaskStatus.FAILED
-            out.error = str(e)
+            out.fail(TaskStatus.FAILED, [TaskError.of(e)])
             return False
 
         async def started() -> None:
@@ -426,7 +432,7 @@ class _Graph:
                 out.started = _now()
                 await self._notify()
 
-        errors: list[str] = []
+        errors: list[TaskError] = []
         tried: set[str] = set()
         result: Tried = "failed"
         while True:
@@ -454,10 +460,9 @@ class _Graph:
             await self.decided.wait()  # a failed guess: the choice decides the fallback
         if result == "done":
             if errors:
-                self.notes[t.id] = "; ".join(errors)
+                self.notes[t.id] = "; ".join(map(str, errors))
         else:
-            out.status = TaskStatus.FAILED
-            out.error = "; ".join(errors) or "no model could run"
+            out.fail(TaskStatus.FAILED, errors or [TaskError(TaskCode.NO_MODEL_RAN)])
         return True
 
     def _handles_needed(self, t: PlannedTask) -> list[int]:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.planning import PlannedTask
 from core.results import Blob, TaskInputs
 from core.tasks import AUDIO, IMAGE, TEXT, VIDEO
@@ -56,13 +56,16 @@ async def resolve_inputs(
             blob = _media_of(dep, key)
             if blob is None:
                 raise TaskFailed(
-                    f"task {dep.id} ({dep.task}) produced no {key} for this task",
+                    TaskCode.INPUT_NOT_MADE,
                     retryable=False,
+                    dependency=dep.id,
+                    task=dep.task,
+                    kind=key,
                 )
         else:
             blob = await load_handle(value.strip())
             if blob.kind != key:
-                raise TaskFailed(f"{value} is not {'an' if key == AUDIO else 'a'} {key}")
+                raise TaskFailed(TaskCode.INPUT_WRONG_KIND, file=value, kind=key)
         resolved[key] = blob
         shown[key] = blob.handle or value
     inputs = TaskInputs(

@@ -5,10 +5,12 @@ A model server that answers 200 with its HTML error page, a JSON
 failed, however politely.  :func:`check_output` is the one check every
 backend's result passes (the executor calls it after ``backend.run`` returns,
 before post-processing): it raises :class:`core.errors.TaskFailed`
-(retryable, so the executor tries the next candidate) with a message naming
-the model and what came back — "model x/y returned an HTML page instead of
-audio".  The server's own words are logged, never put in the message: the
-message reaches the user and the language model.
+(retryable, so the executor tries the next candidate) with a
+:class:`~core.errors.TaskCode` naming the model and what came back
+(``OUTPUT_WRONG_KIND``, ``got="html"``, ``expected="audio"``: the adapters
+word it "model x/y returned an HTML page instead of audio").  The server's
+own words are logged, never put in the error: it reaches the user and the
+language model.
 
 Rules, by what the task produces (:mod:`core.tasks`):
 
@@ -39,7 +41,7 @@ from collections.abc import Iterable
 
 from PIL import Image
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.mediatypes import HTML, MediaType, TooManyPixels, describe, sniff, verify_image
 from core.results import Blob, TaskResult
 from core.tasks import AUDIO, IMAGE, TASKS, TEXT, VIDEO
@@ -71,7 +73,7 @@ ANSWER_TASKS = frozenset(
 # An empty list is a real answer here: nothing in the picture, no names in the text.
 MAY_BE_EMPTY = frozenset({"object-detection", "token-classification"})
 
-_NOUN = {IMAGE: "an image", AUDIO: "audio", VIDEO: "a video"}
+_MEDIA = (IMAGE, AUDIO, VIDEO)
 _ERROR_KEYS = ("error", "errors", "detail", "message")
 _BLANK_SCAN = 64  # bytes looked at before scanning a whole body for non-blank
 _TEXT_SCAN = 65_536  # an error body longer than this is just "plain text"
@@ -81,11 +83,10 @@ def check_output(
     task: str, model_id: str, result: TaskResult, *, max_pixels: int = OUTPUT_MAX_PIXELS
 ) -> None:
     """Raise TaskFailed unless ``result`` is a real answer to ``task``."""
-    who = f"model {model_id}"
     for blob in result.media:
-        _check_blob(who, blob, max_pixels)
-    _check_shapes(who, result, max_pixels)
-    _check_required(task, who, result)
+        _check_blob(model_id, blob, max_pixels)
+    _check_shapes(model_id, result, max_pixels)
+    _check_required(task, model_id, result)
 
 
 async def check_output_async(task: str, model_id: str, result: TaskResult) -> None:
@@ -115,18 +116,38 @@ def _small(data: bytes) -> bool:
 # --- media ---------------------------------------------------------------------
 
 
+def _wrong(model: str, expected: str, got: str, found: MediaType | None = None) -> TaskFailed:
+    """``model`` returned ``got`` instead of ``expected`` (with the format
+    and kind of what it returned, when it is media or damaged)."""
+    err = TaskFailed(TaskCode.OUTPUT_WRONG_KIND, model=model, expected=expected, got=got)
+    if found is not None and got in ("media", "damaged"):
+        err.fields["format"] = found.ext
+        if got == "media":
+            err.fields["kind"] = found.kind
+    return err
+
+
 def _check_blob(who: str, blob: Blob, max_pixels: int) -> None:
     kind = blob.kind
-    noun = _NOUN.get(kind)
-    if noun is None:
-        raise TaskFailed(f"{who} returned a file of an unknown kind ({kind})")
+    if kind not in _MEDIA:
+        raise TaskFailed(TaskCode.OUTPUT_UNKNOWN_KIND, model=who, kind=kind)
     data = blob.data
     if not data[:_BLANK_SCAN].strip() and not data.strip():
-        raise TaskFailed(f"{who} returned an empty response instead of {noun}")
+        raise _wrong(who, kind, "empty")
     found = sniff(data)
     if found is not None and found.kind not in (IMAGE, AUDIO, VIDEO):
         _log_body(who, data)
-        raise TaskFailed(f"{who} returned {_what_text(data, found)} instead of {noun}")
+        got = _what_text(data, found)
+        if got == "document":
+            raise TaskFailed(
+                TaskCode.OUTPUT_WRONG_KIND,
+                model=who,
+                expected=kind,
+                got=got,
+                format=found.ext,
+                content=describe(found),
+            )
+        raise _wrong(who, kind, got)
     if kind == IMAGE:
         _check_image(who, data, found, max_pixels)
     elif kind == AUDIO:
@@ -137,68 +158,66 @@ def _check_blob(who: str, blob: Blob, max_pixels: int) -> None:
 
 def _check_image(who: str, data: bytes, found: MediaType | None, max_pixels: int) -> None:
     if found is None or found.kind != IMAGE:
-        raise TaskFailed(f"{who} returned {_what_media(found)} instead of an image")
+        raise _wrong(who, IMAGE, *_what_media(found))
     try:
         verify_image(data, found, max_pixels)
     except TooManyPixels as exc:
-        raise TaskFailed(f"{who} returned an image too large to open ({exc})") from None
+        err = TaskFailed(TaskCode.OUTPUT_IMAGE_TOO_LARGE, model=who, limit=exc.limit)
+        if exc.size is not None:
+            err.fields["width"], err.fields["height"] = exc.size
+        raise err from None
     except ValueError as exc:
-        raise TaskFailed(f"{who} returned a damaged {found.ext.upper()} image") from exc
+        raise TaskFailed(TaskCode.OUTPUT_IMAGE_DAMAGED, model=who, format=found.ext) from exc
 
 
 def _check_audio(who: str, data: bytes, found: MediaType | None) -> None:
     from core.experts.audio import measure_audio  # codecs load on first use
 
     if found is not None and found.kind == IMAGE:
-        raise TaskFailed(f"{who} returned {_what_media(found)} instead of audio")
+        raise _wrong(who, AUDIO, *_what_media(found))
     try:
         measure_audio(data, max_seconds=OUTPUT_MAX_AUDIO_SECONDS)
     except ValueError as exc:
-        what = f"a damaged {found.ext.upper()} file" if found else "data that is not audio"
-        raise TaskFailed(f"{who} returned {what} instead of audio") from exc
+        raise _wrong(who, AUDIO, "damaged" if found else "not_media", found) from exc
 
 
 def _check_video(who: str, data: bytes, found: MediaType | None) -> None:
     from core.experts.video import NoVideoStream, measure_video
 
     if found is not None and found.kind == IMAGE and found.mime != "image/gif":
-        raise TaskFailed(f"{who} returned {_what_media(found)} instead of a video")
+        raise _wrong(who, VIDEO, *_what_media(found))
     try:
         measure_video(data, max_seconds=OUTPUT_MAX_VIDEO_SECONDS)
     except NoVideoStream:
-        raise TaskFailed(f"{who} returned a file with no video in it instead of a video") from None
+        raise _wrong(who, VIDEO, "no_video") from None
     except ValueError as exc:
-        what = f"a damaged {found.ext.upper()} file" if found else "data that is not a video"
-        raise TaskFailed(f"{who} returned {what} instead of a video") from exc
+        raise _wrong(who, VIDEO, "damaged" if found else "not_media", found) from exc
 
 
-def _what_media(found: MediaType | None) -> str:
-    if found is None:
-        return "data of no known type"
-    article = "an" if found.ext[:1].upper() in "AEFHILMNORSX" else "a"
-    noun = {IMAGE: "image", AUDIO: "audio file", VIDEO: "video"}.get(found.kind, "file")
-    return f"{article} {found.ext.upper()} {noun}"
+def _what_media(found: MediaType | None) -> tuple[str, MediaType | None]:
+    """``got`` for media of another kind (and the type, for its format)."""
+    return ("unknown", None) if found is None else ("media", found)
 
 
 def _what_text(data: bytes, found: MediaType) -> str:
-    """Words for a body that is text or a document, not media."""
+    """``got`` for a body that is text or a document, not media."""
     if found == HTML:
-        return "an HTML page"
+        return "html"
     if found.kind != TEXT:
-        return describe(found)
+        return "document"
     text = data[:_TEXT_SCAN].decode("utf-8", errors="replace").strip()
     try:
         parsed = json.loads(text)
     except ValueError:
-        return "an XML document" if text.startswith("<") else "plain text"
+        return "xml" if text.startswith("<") else "text"
     if isinstance(parsed, dict) and any(k in parsed for k in _ERROR_KEYS):
-        return "an error message (JSON)"
-    return "JSON data"
+        return "json_error"
+    return "json"
 
 
 def _log_body(who: str, data: bytes) -> None:
     head = data[:300].decode("utf-8", errors="replace")
-    log.warning("%s answered with %r", who, head)
+    log.warning("model %s answered with %r", who, head)
 
 
 # --- structured parts ----------------------------------------------------------
@@ -214,7 +233,7 @@ def _named(x: object) -> bool:
 
 def _check_shapes(who: str, result: TaskResult, max_pixels: int) -> None:
     if result.text is not None and not isinstance(result.text, str):
-        raise TaskFailed(f"{who} returned a text that is not text")
+        raise TaskFailed(TaskCode.OUTPUT_NOT_TEXT, model=who)
     _all(who, "labels", ((_named(x.label), _finite(x.score)) for x in result.labels))
     _all(
         who,
@@ -251,15 +270,12 @@ def _check_shapes(who: str, result: TaskResult, max_pixels: int) -> None:
                 raise ValueError("not an image")
             verify_image(seg.mask, found, max_pixels)
         except ValueError as exc:  # TooManyPixels too
-            raise TaskFailed(f"{who} returned a segment mask that is not a readable image") from exc
+            raise TaskFailed(TaskCode.OUTPUT_BAD_MASK, model=who) from exc
 
 
 def _all(who: str, what: str, checks: Iterable[tuple[bool, ...]]) -> None:
     if not all(all(c) for c in checks):
-        raise TaskFailed(
-            f"{who} returned {what} of the wrong shape (missing names, or scores or "
-            "coordinates that are not numbers)"
-        )
+        raise TaskFailed(TaskCode.OUTPUT_BAD_SHAPE, model=who, part=what)
 
 
 def _check_required(task: str, who: str, result: TaskResult) -> None:
@@ -268,21 +284,23 @@ def _check_required(task: str, who: str, result: TaskResult) -> None:
         return
     if task in LABEL_TASKS:
         if not result.labels:
-            raise TaskFailed(f"{who} returned no labels")
+            raise TaskFailed(TaskCode.OUTPUT_MISSING, model=who, part="labels")
         return
     if task in ANSWER_TASKS:
         if not any(a.answer.strip() for a in result.answers) and not (result.text or "").strip():
-            raise TaskFailed(f"{who} returned no answer")
+            raise TaskFailed(TaskCode.OUTPUT_MISSING, model=who, part="answer")
         return
     if task == "image-segmentation":
         if not result.segments and result.media_of(IMAGE) is None:
-            raise TaskFailed(f"{who} returned no segments")
+            raise TaskFailed(TaskCode.OUTPUT_MISSING, model=who, part="segments")
         return
-    if spec.output in _NOUN:
+    if spec.output in _MEDIA:
         if result.media_of(spec.output) is None:
+            err = TaskFailed(TaskCode.OUTPUT_MISSING, model=who, part=spec.output)
             other = next(iter(result.media), None)
-            got = f"{_NOUN[other.kind]} but no" if other is not None else "no"
-            raise TaskFailed(f"{who} returned {got} {spec.output}")
+            if other is not None:
+                err.fields["got"] = other.kind
+            raise err
         return
     if not (result.as_text() or "").strip():
-        raise TaskFailed(f"{who} returned no text")
+        raise TaskFailed(TaskCode.OUTPUT_MISSING, model=who, part="text")

@@ -293,7 +293,9 @@ def fallback_answer(
     Its first line says, tersely, that no answer was written and why
     (``error``: the failure's terse form): the chat log the language model
     reads keeps it; the adapters word that line for the person from the
-    reply's error code and fields (``adapters.chat.messages.fallback_text``)."""
+    reply's error code and fields (``adapters.chat.messages.fallback_text``),
+    and a failed or skipped task's line from its ``errors`` (here its
+    ``error``, the terse form)."""
     lines: list[str] = []
     why = f": {error}" if error else ""
     if not records:

@@ -21,7 +21,7 @@ from typing import Literal
 from core.catalog import Catalog, ModelInfo
 from core.experts.base import Expert
 from core.tasks import TASKS, canonical_task
-from core.types import ModelChoice
+from core.types import ModelChoice, TaskError
 
 Mode = Literal["remote", "local", "hybrid"]
 
@@ -104,26 +104,27 @@ class ExpertRouter:
             if name
         }
 
-    async def verify(self, catalog: Catalog, k: int) -> dict[str, str | None]:
-        """For each task offered with the hosted backend: None when one of its
-        top ``k`` candidates is served live right now, else why none is (asks
-        the Hub, runs no model).  Tasks served only locally are left out."""
+    async def verify(self, catalog: Catalog, k: int) -> dict[str, tuple[TaskError, ...]]:
+        """For each task offered with the hosted backend: () when one of its
+        top ``k`` candidates is served live right now, else why none is, one
+        error a candidate (asks the Hub, runs no model).  Tasks served only
+        locally are left out."""
         check = getattr(self.remote, "check", None)
         if not callable(check):
             return {}
         gate = asyncio.Semaphore(8)
 
-        async def one(task: str) -> str | None:
-            why: list[str] = []
+        async def one(task: str) -> tuple[TaskError, ...]:
+            why: list[TaskError] = []
             for m in self.usable_models(task, catalog.models(task))[:k]:
                 if self.remote is None or not self.remote.can_run(task, m):
                     continue
                 async with gate:
                     problem = await check(task, m)
                 if problem is None:
-                    return None
+                    return ()
                 why.append(problem)
-            return "; ".join(why) or None
+            return tuple(why)
 
         tasks = [a.task for a in self.availability(catalog) if "remote" in a.backends]
         found = await asyncio.gather(*(one(t) for t in tasks))

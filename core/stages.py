@@ -22,7 +22,7 @@ from typing import Protocol
 from core.catalog import Catalog, ModelInfo
 from core.clock import Clock
 from core.config import AgentConfig
-from core.errors import ErrorCode, InputRejected, PlanError, RunFailed, TaskFailed
+from core.errors import ErrorCode, InputRejected, PlanError, RunFailed, TaskCode, TaskFailed
 from core.execution import Assignment, Executor, OutcomeListener, TaskOutcome, with_handles
 from core.llm import LLM, Deadline
 from core.planner import PlanAsk, make_plan
@@ -289,12 +289,12 @@ async def execute(
     async def load_handle(handle: str) -> Blob:
         r = turn.resource(handle)
         if r is None:
-            raise TaskFailed(f"there is no file named {handle} here", retryable=False)
+            raise TaskFailed(TaskCode.NO_SUCH_FILE, retryable=False, file=handle)
         try:
             data = await deps.repo.read(r)
         except (OSError, ValueError) as e:
             log.error("request %s: cannot read %s: %s", turn.request.request_id, handle, e)
-            raise TaskFailed(f"the stored file {handle} is missing", retryable=False) from e
+            raise TaskFailed(TaskCode.STORED_FILE_MISSING, retryable=False, file=handle) from e
         return Blob(r.kind, r.mime, data, handle=r.handle)
 
     async def save_result(o: TaskOutcome) -> TaskResult:

@@ -154,4 +154,5 @@ def record(o: TaskOutcome, t: PlannedTask) -> TaskRecord:
         result=o.result.summary() if o.result else None,
         files=files,
         backend=o.backend if o.result is not None else None,
+        errors=o.errors,
     )

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 # Time, for adapters too (their status pacing): one Clock protocol, one real clock.
 from core.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from core.clock import Clock as Clock
-from core.errors import ErrorCode, ErrorFields, InputRejected, RunFailed
+from core.errors import ErrorCode, ErrorFields, InputRejected, RunFailed, TaskFailed
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +100,39 @@ class TaskStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class TaskError:
+    """Why a task, or one attempt at it, failed or did not run: a
+    :class:`~core.errors.TaskCode` value and its fields, which the adapters
+    word (``str()``: the terse form, for logs and the language model)."""
+
+    code: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, err: TaskFailed) -> TaskError:
+        return cls(str(err.code), dict(err.fields))
+
+    def __str__(self) -> str:
+        return " ".join([self.code, *(f"{k}={v!r}" for k, v in self.fields.items())])
+
+
+def terse_errors(errors: tuple[TaskError, ...]) -> str | None:
+    """A task's errors in their terse form, ``; ``-separated (None: none)."""
+    return "; ".join(map(str, errors)) or None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskState:
-    """One task's live state, as shown in a status message."""
+    """One task's live state, as shown in a status message.  ``errors``: why
+    it failed or was skipped (each model tried), as data; ``error`` the same
+    in the terse form (a checkpoint of an older version: its sentence)."""
 
     id: int
     task: str
     model: str | None
     status: TaskStatus
     error: str | None = None
+    errors: tuple[TaskError, ...] = ()
 
 
 # --------------------------------------------------------------- run events
@@ -247,13 +272,14 @@ class TaskRecord:
     status: TaskStatus
     started: datetime | None = None
     ended: datetime | None = None
-    error: str | None = None
+    error: str | None = None  # the terse form of errors (older records: a sentence)
     args: dict[str, str] = field(default_factory=dict)
     dep: tuple[int, ...] = ()
     reason: str | None = None
     result: dict[str, Any] | None = None
     files: tuple[str, ...] = ()  # handles of the resources it produced
     backend: str | None = None  # "remote" | "local": which side served it
+    errors: tuple[TaskError, ...] = ()  # why it failed or was skipped, as data
 
 
 @dataclass(slots=True)

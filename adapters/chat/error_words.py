@@ -1,4 +1,5 @@
-"""The words of the core's error codes (:class:`core.errors.ErrorCode`).
+"""The words of the core's error codes (:class:`core.errors.ErrorCode`, and
+a task's failures: :class:`core.errors.TaskCode`, :data:`TASK_WORDS`).
 
 The core's errors carry a code and its fields, never a sentence; this is
 the one table that words them for a person, with the helpers that write
@@ -11,9 +12,10 @@ code and the fields as this table does.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
-from core.errors import ErrorCode, ErrorFields, SettingProblem
+from core.errors import ErrorCode, ErrorFields, SettingProblem, TaskCode
 
 
 def format_size(n: int) -> str:
@@ -403,3 +405,264 @@ CORE_WORDS: dict[ErrorCode, Callable[[ErrorFields], str]] = {
     ),
     ErrorCode.MESSAGE: lambda f: f["detail"],
 }
+
+
+# ------------------------------------------------------------ a task's failures
+
+_NOUN = {"image": "an image", "audio": "audio", "video": "a video", "text": "text"}
+_GOT = {
+    "empty": "an empty response",
+    "html": "an HTML page",
+    "json_error": "an error message (JSON)",
+    "json": "JSON data",
+    "xml": "an XML document",
+    "text": "plain text",
+    "unknown": "data of no known type",
+    "no_video": "a file with no video in it",
+}
+_MEDIA_NOUN = {"image": "image", "audio": "audio file", "video": "video"}
+_NEEDS = {"text": "a text", "image": "an image", "audio": "an audio file", "question": "a question"}
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].upper() in "AEFHILMNORSX" else "a"
+
+
+def _got(f: ErrorFields) -> str:
+    """What a model returned instead of ``expected`` (``got`` and its fields)."""
+    got = f["got"]
+    if got in _GOT:
+        return _GOT[got]
+    if got == "damaged":
+        return f"a damaged {f['format'].upper()} file"
+    if got == "not_media":
+        return f"data that is not {'audio' if f['expected'] == 'audio' else 'a video'}"
+    if got == "media":
+        ext = f["format"].upper()
+        return f"{_article(ext)} {ext} {_MEDIA_NOUN.get(f['kind'], 'file')}"
+    return f.get("content", got)  # document: what it looks like
+
+
+def _missing(f: ErrorFields) -> str:
+    part = f["part"]
+    if "got" in f:
+        return f"model {f['model']} returned {_NOUN.get(f['got'], f['got'])} but no {part}"
+    return f"model {f['model']} returned no {part}"
+
+
+def _image_too_big(f: ErrorFields) -> str:
+    where = f"{f['width']}×{f['height']} pixels" if "width" in f else "too many pixels"
+    return (
+        f"model {f['model']} returned an image too large to open (the image is {where}; "
+        f"at most {f['limit']:,} are accepted)"
+    )
+
+
+def _model_http(f: ErrorFields) -> str:
+    model, status = f["model"], f.get("status")
+    if status == 402:
+        return (
+            "the Hugging Face account behind HF_TOKEN has used up its Inference Providers "
+            f"credits (HTTP 402 for {model}); add credits or a plan at {f['url']}"
+        )
+    if status == 503:
+        return f"model {model} is loading or unavailable (HTTP 503)"
+    if status == 429:
+        return f"model {model} is rate limited (HTTP 429)"
+    if status in (401, 403):
+        return f"model {model} refused the credentials (HTTP {status}); check HF_TOKEN"
+    if status == 404:
+        return f"model {model} is not served by the inference service (HTTP 404)"
+    if status == 410:
+        return f"the inference service no longer serves {model} (HTTP 410)"
+    if status in (400, 413, 422):
+        return f"model {model} rejected the input (HTTP {status})"
+    if status is not None and status >= 500:
+        return f"model {model} failed on the server (HTTP {status})"
+    return f"model {model} call failed (HTTP {status})"
+
+
+def _no_provider(f: ErrorFields) -> str:
+    task = f" for {f['task']}" if "task" in f else ""
+    return f"no inference provider serves {f['model']}{task}"
+
+
+def _offline(f: ErrorFields) -> str:
+    return f"HF_HUB_OFFLINE=1 forbids downloading {'model ' + f['model'] if 'model' in f else 'it'}"
+
+
+def _gb(n: float) -> str:
+    """Bytes in decimal gigabytes, as the Hub shows a model's size."""
+    return f"{n / 1e9:.1f} GB"
+
+
+def _not_local(f: ErrorFields) -> str:
+    inner = f["inner"]
+    why = render_task(inner["code"], inner["fields"])
+    return (
+        f"model {f['model']} is not available locally under LOCAL_MODELS_DIR={f['path']} "
+        f"or in the Hugging Face cache ({f['cache']}), and {why}"
+    )
+
+
+TASK_WORDS: dict[TaskCode, Callable[[ErrorFields], str]] = {
+    TaskCode.OUTPUT_UNKNOWN_KIND: lambda f: (
+        f"model {f['model']} returned a file of an unknown kind ({f['kind']})"
+    ),
+    TaskCode.OUTPUT_WRONG_KIND: lambda f: (
+        f"model {f['model']} returned {_got(f)} instead of {_NOUN[f['expected']]}"
+    ),
+    TaskCode.OUTPUT_IMAGE_TOO_LARGE: _image_too_big,
+    TaskCode.OUTPUT_IMAGE_DAMAGED: lambda f: (
+        f"model {f['model']} returned a damaged {f['format'].upper()} image"
+    ),
+    TaskCode.OUTPUT_NOT_TEXT: lambda f: f"model {f['model']} returned a text that is not text",
+    TaskCode.OUTPUT_BAD_SHAPE: lambda f: (
+        f"model {f['model']} returned {f['part']} of the wrong shape (missing names, or scores "
+        "or coordinates that are not numbers)"
+    ),
+    TaskCode.OUTPUT_BAD_MASK: lambda f: (
+        f"model {f['model']} returned a segment mask that is not a readable image"
+    ),
+    TaskCode.OUTPUT_MISSING: _missing,
+    TaskCode.INPUT_NOT_MADE: lambda f: (
+        f"task {f['dependency']} ({f['task']}) produced no {f['kind']} for this task"
+    ),
+    TaskCode.INPUT_WRONG_KIND: lambda f: (
+        f"{f['file']} is not {'an' if f['kind'] == 'audio' else 'a'} {f['kind']}"
+    ),
+    TaskCode.NO_SUCH_FILE: lambda f: f"there is no file named {f['file']} here",
+    TaskCode.STORED_FILE_MISSING: lambda f: f"the stored file {f['file']} is missing",
+    TaskCode.NEEDS_INPUT: lambda f: f"{f['task']} needs {_NEEDS[f['kind']]}",
+    TaskCode.NEEDS_ARGUMENT: lambda f: (
+        f"this task needs {_article(f['kind'])} {f['kind']} argument"
+    ),
+    TaskCode.INPUT_UNREADABLE: lambda f: f"the {f['kind']} could not be read: {f['said']}",
+    TaskCode.QA_NEEDS_CONTEXT: lambda f: (
+        "question-answering needs a question and a context ('question\\ncontext')"
+    ),
+    TaskCode.QA_NEEDS_LINES: lambda f: "question-answering needs 'question\\ncontext'",
+    TaskCode.TABLE_NEEDED: lambda f: (
+        "tabular-classification needs a CSV table: a header row and rows of the same width"
+    ),
+    TaskCode.SKIPPED: lambda f: f"skipped: task {f['dependency']} ({f['task']}) did not succeed",
+    TaskCode.NO_MODEL: lambda f: "no model available for this task",
+    TaskCode.NO_MODEL_RAN: lambda f: "no model could run",
+    TaskCode.NO_BACKEND: lambda f: f"{f['model']}: no backend can serve it",
+    TaskCode.TIMED_OUT: lambda f: f"model {f['model']} timed out after {f['seconds']:g} s",
+    TaskCode.EXPERT_CRASHED: lambda f: f"{f['model']} failed unexpectedly ({f['cause']})",
+    TaskCode.NOT_ON_TASK_API: lambda f: f"{f['task']} cannot run on the task API",
+    TaskCode.SERVICE_UNREACHABLE: lambda f: (
+        f"could not reach the inference service for model {f['model']} ({f['cause']})"
+    ),
+    TaskCode.RESPONSE_UNREADABLE: lambda f: (
+        f"model {f['model']} returned a response that could not be read ({f['cause']})"
+    ),
+    TaskCode.MODEL_HTTP: _model_http,
+    TaskCode.REDIRECTED_AWAY: lambda f: (
+        f"the inference server at {f['address']} redirected the call to another server "
+        f"({f['host']}); redirects to other servers are not followed"
+    ),
+    TaskCode.PROVIDER_NOT_SERVING: lambda f: (
+        f"{f['model']} is not served by {f['provider']} for {f['task']} "
+        f"(its providers: {', '.join(f['choices']) or 'none'})"
+    ),
+    TaskCode.NO_PROVIDER: _no_provider,
+    TaskCode.NOT_LIVE_FOR_CHAT: lambda f: f"no provider serves {f['model']} live for chat",
+    TaskCode.MODEL_GATED: lambda f: (
+        f"{f['model']} is gated: accept its terms on the Hub with the HF_TOKEN account"
+    ),
+    TaskCode.MODEL_GONE: lambda f: f"{f['model']} no longer exists on the Hub",
+    TaskCode.HUB_TOKEN_REFUSED: lambda f: (
+        f"the Hub refused the credentials looking up {f['model']} (HTTP {f['status']}); "
+        "check HF_TOKEN"
+    ),
+    TaskCode.HUB_LOOKUP_HTTP: lambda f: (
+        f"the Hub could not be asked which provider serves {f['model']} (HTTP {f['status']})"
+    ),
+    TaskCode.HUB_LOOKUP_UNREACHABLE: lambda f: (
+        f"could not reach the Hub to look up {f['model']} ({f['cause']})"
+    ),
+    TaskCode.NOT_LOADABLE: lambda f: (
+        f"model {f['model']} is not in a layout transformers or diffusers can load "
+        "(no config.json or model_index.json)"
+    ),
+    TaskCode.NO_TORCH_WEIGHTS: lambda f: (
+        f"model {f['model']} has no PyTorch weights (safetensors or .bin) on the Hub "
+        "that the local pipelines can load"
+    ),
+    TaskCode.DOWNLOADS_OFF: lambda f: "downloads are off (LOCAL_DOWNLOAD=false)",
+    TaskCode.NOT_REPO_ID: lambda f: f"{f['model']} is not a Hub model id",
+    TaskCode.OFFLINE: _offline,
+    TaskCode.NOT_ALLOWED: lambda f: (
+        f"model {f['model']} is not in LOCAL_DOWNLOAD_ALLOW={','.join(f['choices'])}"
+    ),
+    TaskCode.NO_COMMIT: lambda f: f"the Hub gave no commit for model {f['model']}",
+    TaskCode.DOWNLOAD_TOO_LARGE: lambda f: (
+        f"model {f['model']} is {_gb(f['size'])}, over LOCAL_DOWNLOAD_MAX_GB={f['max_gb']:g}"
+    ),
+    TaskCode.DISK_FULL: lambda f: (
+        f"model {f['model']} needs {_gb(f['size'])} but the Hugging Face cache "
+        f"({f['path']}) has {_gb(f['free'])} free"
+    ),
+    TaskCode.DOWNLOAD_INCOMPLETE: lambda f: (
+        f"the download of model {f['model']} is incomplete ({f['count']} files missing, "
+        f"e.g. {f['file']}); it resumes on the next call"
+    ),
+    TaskCode.DOWNLOAD_GATED: lambda f: (
+        f"model {f['model']} is gated on the Hub: accept its conditions on its page and "
+        "set HF_TOKEN to a token of that account"
+    ),
+    TaskCode.DOWNLOAD_NOT_FOUND: lambda f: (
+        f"model {f['model']} was not found on the Hub ({f['endpoint']}); if it is private or "
+        "gated, set HF_TOKEN to a token that can read it"
+    ),
+    TaskCode.DOWNLOAD_REFUSED: lambda f: (
+        f"the Hub refused model {f['model']} ({f['status']}): check HF_TOKEN"
+    ),
+    TaskCode.DOWNLOAD_HTTP: lambda f: (
+        f"the Hub answered {f['status']} while downloading model {f['model']}"
+    ),
+    TaskCode.DOWNLOAD_UNREACHABLE: lambda f: (
+        f"the Hub ({f['endpoint']}) could not be reached to download model {f['model']}: "
+        f"{f['said']}"
+    ),
+    TaskCode.DOWNLOAD_FAILED: lambda f: f"downloading model {f['model']} failed: {f['said']}",
+    TaskCode.LOCAL_NOT_AVAILABLE: _not_local,
+    TaskCode.LOCAL_CANNOT_RUN: lambda f: f"local inference cannot run {f['task']}",
+    TaskCode.LOCAL_NEEDS_TORCH: lambda f: (
+        f"local inference of {f['task']} needs torch, transformers and diffusers: "
+        "pip install '.[local]'"
+    ),
+    TaskCode.LOCAL_FAILED: lambda f: f"local {f['task']} with {f['model']} failed: {f['said']}",
+    TaskCode.LOAD_FAILED: lambda f: (
+        f"model {f['model']} could not be loaded from {f['path']}: {f['said']}"
+    ),
+    TaskCode.HELPER_MISSING: lambda f: (
+        f"the {f['kind']} ControlNet needs the {f['task'].split('-')[0]} model {f['model']} "
+        f"({f['setting']}), which is not available locally"
+    ),
+    TaskCode.BASE_MISSING: lambda f: (
+        f"ControlNet needs its base model {f['model']}, which is not available "
+        "locally (put it under LOCAL_MODELS_DIR)"
+    ),
+    TaskCode.NEEDS_TESSERACT: lambda f: (
+        "this document-question-answering model needs Tesseract OCR: "
+        "pip install pytesseract and install the tesseract-ocr package"
+    ),
+    TaskCode.NO_ANSWER_FOUND: lambda f: "the model found no answer in the document",
+    TaskCode.SPEECHT5_UNSUPPORTED: lambda f: (
+        "SpeechT5 needs a separate HiFi-GAN vocoder and speaker x-vectors, "
+        "which the local backend does not load; use a VITS (MMS) or Bark model"
+    ),
+}
+
+
+def render_task(code: str, fields: Mapping[str, Any]) -> str:
+    """The words for a task's failure (a :class:`TaskCode` value and its
+    fields); the terse form for a code this version does not know."""
+    try:
+        known = TaskCode(code)
+    except ValueError:
+        return " ".join([code, *(f"{k}={v!r}" for k, v in fields.items())])
+    return TASK_WORDS[known](cast(ErrorFields, fields))

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from adapters.chat.error_words import CORE_WORDS
-from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed
-from core.types import Reply, ReplyNote
+from adapters.chat.error_words import CORE_WORDS, render_task
+from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, TaskCode, TaskFailed
+from core.types import Reply, ReplyNote, TaskRecord, TaskState, TaskStatus
 
 # The bot restarts while a request is kept: it is finished when it is back.
 RESTARTING = (
@@ -96,12 +96,24 @@ def render_error(code: Code, fields: Mapping[str, Any]) -> str:
         return CORE_WORDS[code](f)
     if isinstance(code, ChatCode):
         return _WORDS[code](f)
+    if isinstance(code, TaskCode):
+        return render_task(code, f)
     raise ValueError(f"no words for {code!r}")
 
 
-def error_text(err: InputRejected | RunFailed) -> str:
+def error_text(err: InputRejected | RunFailed | TaskFailed) -> str:
     """What the person is told for ``err``: its code's words with its fields."""
     return render_error(err.code, err.fields)
+
+
+def task_error_text(task: TaskState | TaskRecord) -> str:
+    """Why ``task`` failed or was skipped, as a person reads it: each of its
+    errors worded (every model tried, ``; ``-separated); its ``error`` as it
+    is when it has none (a checkpoint or record of an older version held
+    the sentence itself), "" when neither."""
+    if task.errors:
+        return "; ".join(render_task(e.code, e.fields) for e in task.errors)
+    return task.error or ""
 
 
 def reply_text(reply: Reply) -> str:
@@ -126,13 +138,34 @@ def shown_text(reply: Reply) -> str:
 def fallback_text(reply: Reply, why: str) -> str:
     """A fallback answer (``core.response.fallback_answer``: its first line
     names the reason in the core's terse form, the lines after it list what
-    the models found) with its first line worded here."""
+    the models found) with its first line worded here, and each failed or
+    skipped task's line with its errors worded here (the core's line gives
+    them in the terse form)."""
     if reply.tasks:
         head = f"I could not write a full answer ({why}); here is what the models found."
     else:
         head = f"Sorry, I could not write an answer ({why}). Please try again."
     _, newline, rest = reply.text.partition("\n")
+    failed = {
+        _task_head(t): f"{_task_head(t)} ({task_error_text(t) or 'no reason given'})"
+        for t in reply.tasks
+        if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED)
+    }
+    if failed:
+        lines = rest.split("\n")
+        for i, line in enumerate(lines):
+            known = failed.get(line.partition(" (")[0])
+            if known is not None and line.endswith(")"):
+                lines[i] = known
+        rest = "\n".join(lines)
     return f"{head}{newline}{rest}"
+
+
+def _task_head(t: TaskRecord) -> str:
+    """How the core's fallback answer begins a task's line
+    (``core.response._record_line``): ``- task 0, translation on m: failed``."""
+    where = f" on {t.model}" if t.model else ""
+    return f"- task {t.id}, {t.task}{where}: {t.status}"
 
 
 def with_notes(text: str, reply: Reply) -> str:

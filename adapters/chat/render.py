@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from adapters.chat.board import Board, Opening
 from adapters.chat.error_words import format_seconds, format_size
 from adapters.chat.messages import CANNOT_TAKE as CANNOT_TAKE  # read here by the platforms
-from adapters.chat.messages import RESTARTING, SORRY, error_text
+from adapters.chat.messages import RESTARTING, SORRY, error_text, task_error_text
 from adapters.chat.text import shorten
 from core.errors import InputRejected, RunFailed
 from core.types import (
@@ -196,7 +196,7 @@ class Renderer:
         code, esc = self.markup.code, self.markup.escape
         model = code(task.model) if task.model else "choosing a model…"
         line = f"{TASK_ICONS[task.status]} {task.id}. {esc(task.task)} · {model}"
-        why = task.error or getattr(task, "reason", None)
+        why = task_error_text(task) or getattr(task, "reason", None)
         if task.status in (TaskStatus.FAILED, TaskStatus.SKIPPED) and (why or "").strip():
             line += f" — {esc(shorten(' '.join((why or '').split()), 160))}"
         return f"  {line}" if self.terminal else line

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from adapters.chat.messages import task_error_text
 from adapters.chat.render import TASK_ICONS, Markup, plural, seconds
 from adapters.chat.text import shorten
 from core.types import ReplyStatus
@@ -112,8 +113,9 @@ def details(past: PastRequest, markup: Markup) -> str:
         if run is not None and run.backend:
             line += f" ({esc(run.backend)})"
         lines.append(line)
-        if run is not None and run.error:
-            lines.append(f"    {esc(shorten(' '.join(run.error.split()), 160))}")
+        why = task_error_text(run) if run is not None else ""
+        if why:
+            lines.append(f"    {esc(shorten(' '.join(why.split()), 160))}")
     if reply is not None and reply.timings:
         took = " · ".join(f"{name} {seconds(value)}" for name, value in reply.timings.items())
         lines.append(f"⏱️ {took}")

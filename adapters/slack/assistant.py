@@ -43,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat import Limits
 from adapters.chat.board import Board
-from adapters.chat.messages import RESTARTING_STATUS
+from adapters.chat.messages import RESTARTING_STATUS, task_error_text
 from adapters.chat.render import (
     ERROR_ICON,
     OPENING,
@@ -165,7 +165,7 @@ def card_of(task: TaskState) -> Card:
     title = f"{task.id}. {task.task}" + (f" · {task.model}" if task.model else "")
     details = None
     if task.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
-        why = " ".join((task.error or "").split())
+        why = " ".join(task_error_text(task).split())
         skipped = task.status is TaskStatus.SKIPPED
         details = shorten(f"skipped: {why}" if skipped else why, 200) or None
     return shorten(title, 150), CARD_STATES[task.status], details

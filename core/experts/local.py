@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.catalog import ModelInfo
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.local_diffusion import DIFFUSERS_ADAPTERS
 from core.experts.local_direct import DIRECT_ADAPTERS
 from core.experts.local_hub import HubWeights, Where, hub_snapshot, is_model_dir
@@ -182,9 +182,12 @@ class LocalExpert:
     def _missing(self, model: ModelInfo, why: TaskFailed) -> TaskFailed:
         where = self.models_dir if self.models_dir is not None else "(unset)"
         return TaskFailed(
-            f"model {model.id} is not available locally under LOCAL_MODELS_DIR={where} "
-            f"or in the Hugging Face cache ({self.hub.cache_dir}), and {why}",
+            TaskCode.LOCAL_NOT_AVAILABLE,
             retryable=why.retryable,
+            model=model.id,
+            path=str(where),
+            cache=str(self.hub.cache_dir),
+            inner={"code": str(why.code), "fields": why.fields},
         )
 
     async def _weights(self, model: ModelInfo) -> Path:
@@ -213,12 +216,9 @@ class LocalExpert:
     async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult:
         adapter = ADAPTERS.get(task)
         if adapter is None:
-            raise TaskFailed(f"local inference cannot run {task}", retryable=False)
+            raise TaskFailed(TaskCode.LOCAL_CANNOT_RUN, retryable=False, task=task)
         if not self.available() or not self._has(adapter.library):
-            raise TaskFailed(
-                f"local inference of {task} needs torch, transformers and diffusers: "
-                "pip install '.[local]'"
-            )
+            raise TaskFailed(TaskCode.LOCAL_NEEDS_TORCH, task=task)
         path = await self._weights(model)
         key = (task, str(path))
         lock = self._locks.setdefault(key, asyncio.Lock())
@@ -235,7 +235,9 @@ class LocalExpert:
             raise
         except Exception as exc:  # a backend's own errors never escape (see base.py)
             log.warning("local %s with %s failed: %r", task, model.id, exc)
-            raise TaskFailed(f"local {task} with {model.id} failed: {exc}") from exc
+            raise TaskFailed(
+                TaskCode.LOCAL_FAILED, task=task, model=model.id, said=str(exc)
+            ) from exc
 
     async def _get(self, key: tuple[str, str], model: ModelInfo, path: Path) -> Any:
         """The cached pipeline for ``key``, loading it (caller holds its lock)."""
@@ -256,7 +258,9 @@ class LocalExpert:
         except TaskFailed:
             raise
         except Exception as exc:
-            raise TaskFailed(f"model {model.id} could not be loaded from {path}: {exc}") from exc
+            raise TaskFailed(
+                TaskCode.LOAD_FAILED, model=model.id, path=str(path), said=str(exc)
+            ) from exc
         self.loads += 1
         log.info(
             "local: loaded %s for %s in %.2fs", model.id, key[0], time.perf_counter() - started

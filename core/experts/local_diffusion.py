@@ -21,7 +21,7 @@ from typing import Any
 
 from PIL import Image
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.local_control import (
     NEEDS_MODEL,
     SHOWN,
@@ -127,10 +127,7 @@ def _helper_dir(kind: str, ref: str, ctx: LoadContext) -> Path:
     where = ctx.resolve(ref)
     if where is None:
         setting, ptask = NEEDS_MODEL[kind]
-        raise TaskFailed(
-            f"the {kind} ControlNet needs the {ptask.split('-')[0]} model {ref} "
-            f"({setting}), which is not available locally"
-        )
+        raise TaskFailed(TaskCode.HELPER_MISSING, kind=kind, task=ptask, model=ref, setting=setting)
     return where
 
 
@@ -160,10 +157,7 @@ def _load_controlnet(path: Path, ctx: LoadContext) -> _Loaded:
 
         base = ctx.resolve(ctx.controlnet_base)
         if base is None:
-            raise TaskFailed(
-                f"ControlNet needs its base model {ctx.controlnet_base}, which is not available "
-                "locally (put it under LOCAL_MODELS_DIR)"
-            )
+            raise TaskFailed(TaskCode.BASE_MISSING, model=ctx.controlnet_base)
         net = ControlNetModel.from_pretrained(path, dtype=ctx.dtype(), local_files_only=True)
         pipe = _diffusion(base, ctx, "StableDiffusionControlNetPipeline", controlnet=net)
     if helper_dir is not None:

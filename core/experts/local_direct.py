@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.audio import encode_speech
 from core.experts.local_tasks import (
     MAX_NEW_TOKENS,
@@ -125,10 +125,7 @@ def _load_doc_qa(path: Path, ctx: LoadContext) -> Any:
     from transformers.utils import is_pytesseract_available
 
     if _config(path).model_type != "vision-encoder-decoder" and not is_pytesseract_available():
-        raise TaskFailed(
-            "this document-question-answering model needs Tesseract OCR: "
-            "pip install pytesseract and install the tesseract-ocr package"
-        )
+        raise TaskFailed(TaskCode.NEEDS_TESSERACT)
     return pipeline_loader("document-question-answering")(path, ctx)
 
 
@@ -138,7 +135,7 @@ def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
     # Donut answers None when its output lacks <s_answer>…</s_answer>, and has no score.
     found = [d for d in raw if d.get("answer")]
     if not found:
-        raise TaskFailed("the model found no answer in the document")
+        raise TaskFailed(TaskCode.NO_ANSWER_FOUND)
     return TaskResult(
         answers=tuple(
             Answer(str(d["answer"]).strip(), None if d.get("score") is None else float(d["score"]))
@@ -149,10 +146,7 @@ def _run_doc_qa(pipe: Any, inputs: TaskInputs) -> TaskResult:
 
 def _load_tts(path: Path, ctx: LoadContext) -> Any:
     if _config(path).model_type == "speecht5":  # the pipeline would fetch a vocoder from the Hub
-        raise TaskFailed(
-            "SpeechT5 needs a separate HiFi-GAN vocoder and speaker x-vectors, "
-            "which the local backend does not load; use a VITS (MMS) or Bark model"
-        )
+        raise TaskFailed(TaskCode.SPEECHT5_UNSUPPORTED)
     return pipeline_loader("text-to-audio")(path, ctx)
 
 
@@ -169,7 +163,7 @@ def _run_qa(loaded: Any, inputs: TaskInputs) -> TaskResult:
     tok, model = loaded
     question, _, context = need_text(inputs).partition("\n")
     if not context.strip():
-        raise TaskFailed("question-answering needs 'question\\ncontext'", retryable=False)
+        raise TaskFailed(TaskCode.QA_NEEDS_LINES, retryable=False)
     enc = tok(
         question,
         context,

@@ -50,7 +50,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +139,7 @@ def select_files(
         by_folder.setdefault(folder, []).append(base)
     top = by_folder.get("", [])
     if not any(m in top for m in MARKERS):
-        raise TaskFailed(
-            f"model {repo_id} is not in a layout transformers or diffusers can load "
-            "(no config.json or model_index.json)",
-            retryable=False,
-        )
+        raise TaskFailed(TaskCode.NOT_LOADABLE, retryable=False, model=repo_id)
     if components is None:
         chosen = _folder_files(top)
         chosen += [
@@ -156,11 +152,7 @@ def select_files(
         for comp in components:
             chosen += [f"{comp}/{n}" for n in _folder_files(by_folder.get(comp, []))]
     if not any(_weight(n.rpartition("/")[2]) for n in chosen):
-        raise TaskFailed(
-            f"model {repo_id} has no PyTorch weights (safetensors or .bin) on the Hub "
-            "that the local pipelines can load",
-            retryable=False,
-        )
+        raise TaskFailed(TaskCode.NO_TORCH_WEIGHTS, retryable=False, model=repo_id)
     return sorted(chosen)
 
 
@@ -267,17 +259,16 @@ class HubWeights:
     def refusal(self, repo_id: str) -> TaskFailed | None:
         """Why ``repo_id`` cannot be downloaded now, or None when it may be."""
         if not self.download:
-            return TaskFailed("downloads are off (LOCAL_DOWNLOAD=false)")
+            return TaskFailed(TaskCode.DOWNLOADS_OFF)
         if not is_repo_id(repo_id):
-            return TaskFailed(f"{repo_id} is not a Hub model id", retryable=False)
+            return TaskFailed(TaskCode.NOT_REPO_ID, retryable=False, model=repo_id)
         if constants.is_offline_mode():
-            return TaskFailed("HF_HUB_OFFLINE=1 forbids downloading it")
+            return TaskFailed(TaskCode.OFFLINE)
         if self.allow and not any(
             fnmatch.fnmatchcase(repo_id.lower(), p.lower()) for p in self.allow
         ):
             return TaskFailed(
-                f"model {repo_id} is not in LOCAL_DOWNLOAD_ALLOW={','.join(self.allow)}",
-                retryable=False,
+                TaskCode.NOT_ALLOWED, retryable=False, model=repo_id, choices=tuple(self.allow)
             )
         return self._refused.get(repo_id)
 
@@ -331,7 +322,7 @@ class HubWeights:
         info = api.model_info(repo_id, files_metadata=True, timeout=_META_TIMEOUT)
         commit = info.sha
         if not commit:
-            raise TaskFailed(f"the Hub gave no commit for model {repo_id}")
+            raise TaskFailed(TaskCode.NO_COMMIT, model=repo_id)
         sizes = {s.rfilename: (s.lfs.size if s.lfs else s.size) or 0 for s in info.siblings or []}
         components = None
         if "model_index.json" in sizes:  # a diffusers pipeline: its index names the folders
@@ -348,15 +339,20 @@ class HubWeights:
         total = sum(sizes[f] for f in files)
         if total > self.max_gb * _GB:
             raise TaskFailed(
-                f"model {repo_id} is {total / _GB:.1f} GB, over "
-                f"LOCAL_DOWNLOAD_MAX_GB={self.max_gb:g}",
+                TaskCode.DOWNLOAD_TOO_LARGE,
                 retryable=False,
+                model=repo_id,
+                size=total,
+                max_gb=self.max_gb,
             )
         free = _free_bytes(self.cache_dir)
         if total > free:
             raise TaskFailed(
-                f"model {repo_id} needs {total / _GB:.1f} GB but the Hugging Face cache "
-                f"({self.cache_dir}) has {free / _GB:.1f} GB free"
+                TaskCode.DISK_FULL,
+                model=repo_id,
+                size=total,
+                free=int(free),
+                path=str(self.cache_dir),
             )
         log.info(
             "local: downloading %s (%d files, %.1f MB) into %s",
@@ -379,8 +375,7 @@ class HubWeights:
         missing = [f for f in files if not (snap / f).is_file()]
         if missing:
             raise TaskFailed(
-                f"the download of model {repo_id} is incomplete ({len(missing)} files missing, "
-                f"e.g. {missing[0]}); it resumes on the next call"
+                TaskCode.DOWNLOAD_INCOMPLETE, model=repo_id, count=len(missing), file=missing[0]
             )
         _write_ref(self._storage(repo_id), commit)
         self._complete.add(snap)
@@ -395,35 +390,29 @@ class HubWeights:
         return snap
 
     def _explain(self, repo_id: str, exc: BaseException) -> TaskFailed:
-        """The Hub client's error as a message that says what to do (never the token)."""
+        """The Hub client's error as a code whose words say what to do (never the token)."""
         hub = self.endpoint or constants.ENDPOINT
         log.warning("local: download of %s failed: %r", repo_id, exc)
         if isinstance(exc, GatedRepoError):
-            return TaskFailed(
-                f"model {repo_id} is gated on the Hub: accept its conditions on its page and "
-                "set HF_TOKEN to a token of that account",
-                retryable=False,
-            )
+            return TaskFailed(TaskCode.DOWNLOAD_GATED, retryable=False, model=repo_id)
         if isinstance(exc, RepositoryNotFoundError | RevisionNotFoundError):
             return TaskFailed(
-                f"model {repo_id} was not found on the Hub ({hub}); if it is private or "
-                "gated, set HF_TOKEN to a token that can read it",
-                retryable=False,
+                TaskCode.DOWNLOAD_NOT_FOUND, retryable=False, model=repo_id, endpoint=hub
             )
         if isinstance(exc, OfflineModeIsEnabled):
-            return TaskFailed(f"HF_HUB_OFFLINE=1 forbids downloading model {repo_id}")
+            return TaskFailed(TaskCode.OFFLINE, model=repo_id)
         if isinstance(exc, HfHubHTTPError):
             status = exc.response.status_code if exc.response is not None else None
             if status in (401, 403):
                 return TaskFailed(
-                    f"the Hub refused model {repo_id} ({status}): check HF_TOKEN", retryable=False
+                    TaskCode.DOWNLOAD_REFUSED, retryable=False, model=repo_id, status=status
                 )
-            return TaskFailed(f"the Hub answered {status} while downloading model {repo_id}")
+            return TaskFailed(TaskCode.DOWNLOAD_HTTP, model=repo_id, status=status)
         if isinstance(exc, httpx2.TransportError | LocalEntryNotFoundError | ConnectionError):
             return TaskFailed(
-                f"the Hub ({hub}) could not be reached to download model {repo_id}: {exc}"
+                TaskCode.DOWNLOAD_UNREACHABLE, model=repo_id, endpoint=hub, said=str(exc)
             )
-        return TaskFailed(f"downloading model {repo_id} failed: {exc!r}")
+        return TaskFailed(TaskCode.DOWNLOAD_FAILED, model=repo_id, said=repr(exc))
 
     def where(self, repo_id: str) -> Where | None:
         """``"cached"`` or ``"will download"`` for a Hub id (no network), else None."""

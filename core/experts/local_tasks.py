@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.audio import decode_audio
 from core.experts.video import decode_video_frames
 from core.postprocess import depth_result
@@ -66,30 +66,34 @@ class Adapter:
 # --- inputs --------------------------------------------------------------------
 
 
+def _unreadable(kind: str, exc: Exception) -> TaskFailed:
+    return TaskFailed(TaskCode.INPUT_UNREADABLE, retryable=False, kind=kind, said=str(exc))
+
+
 def need_text(inputs: TaskInputs) -> str:
     if not inputs.text or not inputs.text.strip():
-        raise TaskFailed("this task needs a text argument", retryable=False)
+        raise TaskFailed(TaskCode.NEEDS_ARGUMENT, retryable=False, kind="text")
     return inputs.text
 
 
 def need_image(inputs: TaskInputs) -> Image.Image:
     if inputs.image is None:
-        raise TaskFailed("this task needs an image argument", retryable=False)
+        raise TaskFailed(TaskCode.NEEDS_ARGUMENT, retryable=False, kind="image")
     try:
         im = Image.open(io.BytesIO(inputs.image.data))
         im.load()
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise TaskFailed(f"the image could not be read: {exc}", retryable=False) from exc
+        raise _unreadable("image", exc) from exc
     return ImageOps.exif_transpose(im).convert("RGB")
 
 
 def _audio(inputs: TaskInputs, sampling_rate: int) -> dict[str, Any]:
     if inputs.audio is None:
-        raise TaskFailed("this task needs an audio argument", retryable=False)
+        raise TaskFailed(TaskCode.NEEDS_ARGUMENT, retryable=False, kind="audio")
     try:
         samples, sr = decode_audio(inputs.audio.data, target_sr=sampling_rate)
     except ValueError as exc:
-        raise TaskFailed(f"the audio could not be read: {exc}", retryable=False) from exc
+        raise _unreadable("audio", exc) from exc
     return {"raw": samples, "sampling_rate": sr}
 
 
@@ -238,13 +242,13 @@ def _run_video_cls(pipe: Any, inputs: TaskInputs) -> TaskResult:
     import torch
 
     if inputs.video is None:
-        raise TaskFailed("this task needs a video argument", retryable=False)
+        raise TaskFailed(TaskCode.NEEDS_ARGUMENT, retryable=False, kind="video")
     model = pipe.model
     count = int(getattr(model.config, "num_frames", 16) or 16)
     try:
         frames = decode_video_frames(inputs.video.data, num_frames=count)
     except ValueError as exc:
-        raise TaskFailed(f"the video could not be read: {exc}", retryable=False) from exc
+        raise _unreadable("video", exc) from exc
     frames = [frames[min(len(frames) - 1, i * len(frames) // count)] for i in range(count)]
     if pipe.video_processor is not None:
         batch = pipe.video_processor(

@@ -44,7 +44,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.inference import _providers as hub_providers
 from huggingface_hub.inference._providers._common import _fetch_inference_provider_mapping
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +171,19 @@ class ProviderDirectory:
         ]
         live = [m for m in usable if m.status == "live"] or usable
         if not live:
-            listed = ", ".join(sorted({m.provider for m in mappings})) or "none"
+            providers = tuple(sorted({m.provider for m in mappings}))
             if want != AUTO:
-                why = f"{model_id} is not served by {want} for {task} (its providers: {listed})"
-                raise TaskFailed(why, retryable=True)
+                raise TaskFailed(
+                    TaskCode.PROVIDER_NOT_SERVING,
+                    retryable=True,
+                    model=model_id,
+                    provider=want,
+                    task=task,
+                    choices=providers,
+                )
+            listed = ", ".join(providers) or "none"
             self.mark_dead(model_id, f"no provider serves it for {task} (providers: {listed})")
-            raise TaskFailed(f"no inference provider serves {model_id} for {task}")
+            raise TaskFailed(TaskCode.NO_PROVIDER, model=model_id, task=task)
         route = Route(live[0].provider, live[0].provider_id)
         self._routes[(task, model_id, want)] = route
         return route
@@ -204,27 +211,19 @@ class ProviderDirectory:
             return await asyncio.to_thread(call)
         except RepositoryNotFoundError as e:
             if isinstance(e, GatedRepoError):
-                raise TaskFailed(
-                    f"{model_id} is gated: accept its terms on the Hub with the HF_TOKEN account",
-                    retryable=True,
-                ) from e
+                raise TaskFailed(TaskCode.MODEL_GATED, retryable=True, model=model_id) from e
             self.mark_dead(model_id, "the Hub has no such model (deleted or renamed)")
-            raise TaskFailed(f"{model_id} no longer exists on the Hub") from e
+            raise TaskFailed(TaskCode.MODEL_GONE, model=model_id) from e
         except HfHubHTTPError as e:
             status = getattr(getattr(e, "response", None), "status_code", None)
             if status in (401, 403):
                 raise TaskFailed(
-                    f"the Hub refused the credentials looking up {model_id} (HTTP {status}); "
-                    "check HF_TOKEN",
-                    retryable=False,
+                    TaskCode.HUB_TOKEN_REFUSED, retryable=False, model=model_id, status=status
                 ) from e
-            raise TaskFailed(
-                f"the Hub could not be asked which provider serves {model_id} (HTTP {status})"
-            ) from e
+            raise TaskFailed(TaskCode.HUB_LOOKUP_HTTP, model=model_id, status=status) from e
         except ValueError as e:  # the client's own "no mapping" / "not supported" errors
             self.mark_dead(model_id, f"not served: {e}")
-            raise TaskFailed(f"no inference provider serves {model_id}") from e
+            raise TaskFailed(TaskCode.NO_PROVIDER, model=model_id) from e
         except (OSError, httpx2.HTTPError) as e:
-            raise TaskFailed(
-                f"could not reach the Hub to look up {model_id} ({type(e).__name__})"
-            ) from e
+            cause = type(e).__name__
+            raise TaskFailed(TaskCode.HUB_LOOKUP_UNREACHABLE, model=model_id, cause=cause) from e

@@ -56,7 +56,7 @@ from PIL import Image
 
 from core.catalog import ModelInfo
 from core.clock import SYSTEM_CLOCK, Clock
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 from core.experts.providers import (
     AUTO,
     CHAT_TASKS,
@@ -78,6 +78,7 @@ from core.experts.remote_outputs import (
 from core.http_client import like
 from core.results import Answer, Box, Entity, Segment, TaskInputs, TaskResult
 from core.tasks import TaskTimeouts
+from core.types import TaskError
 
 log = logging.getLogger(__name__)
 
@@ -104,27 +105,32 @@ class _Call:
 
     def text(self) -> str:
         if not self.inputs.text or not self.inputs.text.strip():
-            raise TaskFailed(f"{self.task} needs a text", retryable=False, final=True)
+            raise self.needs("text")
         return self.inputs.text.strip()
 
     def optional_text(self) -> str | None:
         return self.inputs.text.strip() if self.inputs.text and self.inputs.text.strip() else None
 
+    def needs(self, kind: str) -> TaskFailed:
+        return TaskFailed(
+            TaskCode.NEEDS_INPUT, retryable=False, final=True, task=self.task, kind=kind
+        )
+
     def image(self) -> bytes:
         if self.inputs.image is None:
-            raise TaskFailed(f"{self.task} needs an image", retryable=False, final=True)
+            raise self.needs("image")
         return self.inputs.image.data
 
     def image_url(self) -> str:
         """The image as a data URL, the way chat completion takes it."""
         if self.inputs.image is None:
-            raise TaskFailed(f"{self.task} needs an image", retryable=False, final=True)
+            raise self.needs("image")
         data = base64.b64encode(self.inputs.image.data).decode()
         return f"data:{self.inputs.image.mime};base64,{data}"
 
     def audio(self) -> bytes:
         if self.inputs.audio is None:
-            raise TaskFailed(f"{self.task} needs an audio file", retryable=False, final=True)
+            raise self.needs("audio")
         return self.inputs.audio.data
 
 
@@ -182,7 +188,7 @@ class RemoteExpert:
             return f"no catalog model is served by HF_PROVIDER={want} for this task"
         return "no catalog model is served by an inference provider"
 
-    async def check(self, task: str, model: ModelInfo) -> str | None:
+    async def check(self, task: str, model: ModelInfo) -> TaskError | None:
         """Why ``model`` cannot serve ``task`` right now (None: a live provider
         serves it), asking the Hub as a call would; no inference is run."""
         if self.url_for(model) is not None:
@@ -190,14 +196,14 @@ class RemoteExpert:
         try:
             route = await self.directory.provider_for(task, model.id, model.provider)
         except TaskFailed as e:
-            return str(e)
+            return TaskError.of(e)
         if route.provider == AUTO:  # chat: the router picks; the mapping must still exist
             try:
                 mappings = await self.directory.mappings(model.id)
             except TaskFailed as e:
-                return str(e)
+                return TaskError.of(e)
             if not any(m.status == "live" and m.task == "conversational" for m in mappings):
-                return f"no provider serves {model.id} live for chat"
+                return TaskError(TaskCode.NOT_LIVE_FOR_CHAT, {"model": model.id})
         return None
 
     def url_for(self, model: ModelInfo) -> str | None:
@@ -225,7 +231,7 @@ class RemoteExpert:
                 if url is not None:
                     handler = _HANDLERS.get(task)
                     if handler is None:
-                        raise TaskFailed(f"{task} cannot run on the task API", retryable=False)
+                        raise TaskFailed(TaskCode.NOT_ON_TASK_API, retryable=False, task=task)
                     client = self._client(None)
                     await client.open()  # the session and the headers, built off the loop
                     call = _Call(client, url, model.id, task, inputs, self._post)
@@ -241,15 +247,13 @@ class RemoteExpert:
         except TaskFailed:
             raise
         except (TimeoutError, httpx2.TimeoutException) as e:  # incl. InferenceTimeoutError
-            raise TaskFailed(f"model {model.id} timed out after {timeout:g} s") from e
+            raise TaskFailed(TaskCode.TIMED_OUT, model=model.id, seconds=timeout) from e
         except _UNREACHABLE as e:
-            raise TaskFailed(
-                f"could not reach the inference service for model {model.id} ({type(e).__name__})"
-            ) from e
+            cause = type(e).__name__
+            raise TaskFailed(TaskCode.SERVICE_UNREACHABLE, model=model.id, cause=cause) from e
         except (*_BAD_RESPONSE, Image.DecompressionBombError) as e:
-            raise TaskFailed(
-                f"model {model.id} returned a response that could not be read ({type(e).__name__})"
-            ) from e
+            cause = type(e).__name__
+            raise TaskFailed(TaskCode.RESPONSE_UNREADABLE, model=model.id, cause=cause) from e
 
     async def _call(self, handler: Handler, call: _Call) -> TaskResult:
         """One call, waiting out "loading" and rate limits a bounded number of times."""
@@ -272,11 +276,7 @@ class RemoteExpert:
                     continue
                 if status in (404, 410):
                     self.directory.mark_dead(call.model_id, f"HTTP {status} from the service")
-                raise TaskFailed(
-                    _http_message(call.model_id, status),
-                    retryable=status != 402,
-                    final=status == 402,  # the same account pays for every other candidate
-                ) from e
+                raise _http_failure(call.model_id, status) from e
 
     def _client(self, provider: str | None) -> _InferenceClient:
         key = provider or ""
@@ -452,8 +452,9 @@ async def _refuse_other_server(response: httpx2.Response) -> None:
         return
     where = f"{target.scheme}://{target.host}" + (f":{target.port}" if target.port else "")
     raise TaskFailed(
-        f"the inference server at {source.copy_with(query=None, fragment=None)} redirected "
-        f"the call to another server ({where}); redirects to other servers are not followed"
+        TaskCode.REDIRECTED_AWAY,
+        address=str(source.copy_with(query=None, fragment=None)),
+        host=where,
     )
 
 
@@ -490,27 +491,19 @@ def _wait_for(e: HfHubHTTPError, status: int | None) -> float | None:
     return None
 
 
-def _http_message(model_id: str, status: int | None) -> str:
+def _http_failure(model_id: str, status: int | None) -> TaskFailed:
+    """An HTTP error from the inference service (402: the account's credits
+    are used up, which no other candidate can help with)."""
+    err = TaskFailed(
+        TaskCode.MODEL_HTTP,
+        retryable=status != 402,
+        final=status == 402,  # the same account pays for every other candidate
+        model=model_id,
+        status=status,
+    )
     if status == 402:
-        return (
-            f"the Hugging Face account behind HF_TOKEN has used up its Inference Providers "
-            f"credits (HTTP 402 for {model_id}); add credits or a plan at {BILLING_URL}"
-        )
-    if status == 503:
-        return f"model {model_id} is loading or unavailable (HTTP 503)"
-    if status == 429:
-        return f"model {model_id} is rate limited (HTTP 429)"
-    if status in (401, 403):
-        return f"model {model_id} refused the credentials (HTTP {status}); check HF_TOKEN"
-    if status == 404:
-        return f"model {model_id} is not served by the inference service (HTTP 404)"
-    if status == 410:
-        return f"the inference service no longer serves {model_id} (HTTP 410)"
-    if status in (400, 413, 422):
-        return f"model {model_id} rejected the input (HTTP {status})"
-    if status is not None and status >= 500:
-        return f"model {model_id} failed on the server (HTTP {status})"
-    return f"model {model_id} call failed (HTTP {status})"
+        err.fields["url"] = BILLING_URL
+    return err
 
 
 # --- handlers ------------------------------------------------------------
@@ -672,7 +665,7 @@ def _chat_text(out: Any, model_id: str) -> str:
     message = getattr(choices[0], "message", None) if choices else None
     text = getattr(message, "content", None) if message is not None else None
     if not isinstance(text, str) or not text.strip():
-        raise TaskFailed(f"model {model_id} returned no text")
+        raise TaskFailed(TaskCode.OUTPUT_MISSING, model=model_id, part="text")
     return text.strip()
 
 
@@ -688,7 +681,7 @@ async def _chat(c: _Call) -> TaskResult:
 async def _vision_chat(c: _Call) -> TaskResult:
     question = c.optional_text()
     if c.task != "image-to-text" and question is None:
-        raise TaskFailed(f"{c.task} needs a question", retryable=False, final=True)
+        raise c.needs("question")
     instruction = _VISION_PROMPTS[c.task]
     prompt = f"{instruction}\n\n{question}" if question else instruction
     out = await c.client.chat_completion(

@@ -14,7 +14,7 @@ import io
 import re
 from dataclasses import dataclass
 
-from core.errors import TaskFailed
+from core.errors import TaskCode, TaskFailed
 
 _QA_Q_FIRST = re.compile(r"^\s*question\s*:\s*(?P<q>.+?)\s+context\s*:\s*(?P<c>.+)$", re.I | re.S)
 _QA_C_FIRST = re.compile(r"^\s*context\s*:\s*(?P<c>.+?)\s+question\s*:\s*(?P<q>.+)$", re.I | re.S)
@@ -35,11 +35,7 @@ def split_question(text: str) -> tuple[str, str]:
         question, context = text, ""
     question, context = question.strip(), context.strip()
     if not question or not context:
-        raise TaskFailed(
-            "question-answering needs a question and a context ('question\\ncontext')",
-            retryable=False,
-            final=True,
-        )
+        raise TaskFailed(TaskCode.QA_NEEDS_CONTEXT, retryable=False, final=True)
     return question, context
 
 
@@ -54,11 +50,7 @@ def csv_table(text: str) -> dict[str, list[str]]:
         if any(cell.strip() for cell in row)
     ]
     if len(rows) < 2 or any(len(r) != len(rows[0]) for r in rows):
-        raise TaskFailed(
-            "tabular-classification needs a CSV table: a header row and rows of the same width",
-            retryable=False,
-            final=True,
-        )
+        raise TaskFailed(TaskCode.TABLE_NEEDED, retryable=False, final=True)
     return {name: [r[i] for r in rows[1:]] for i, name in enumerate(rows[0])}
 
 

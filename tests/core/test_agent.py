@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapters.chat.messages import reply_text
+from adapters.chat.messages import reply_text, task_error_text
 from core.plan_schema import planning_token_cap
 from core.response import answer_cap
 from core.tasks import TaskTimeouts
@@ -145,7 +145,7 @@ async def test_failure_skips_dependents_and_independent_tasks_finish(agent_env: 
     statuses = {t.id: t.status for t in reply.tasks}
     assert statuses == {0: TaskStatus.FAILED, 1: TaskStatus.SKIPPED, 2: TaskStatus.DONE}
     assert "500" in (reply.tasks[0].error or "")
-    assert "task 0" in (reply.tasks[1].error or "")
+    assert "task 0" in task_error_text(reply.tasks[1])
     assert env.hf.calls_for(model_a("image-classification")) == []
     # the responder was told what failed
     answer_prompt = json.dumps(env.llm.calls("answer")[0]["messages"])
@@ -318,7 +318,7 @@ async def test_all_candidates_timing_out_gives_answer_naming_the_failure(
     reply = await env.agent.handle(req("translate"))
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.FAILED
-    assert "timed out" in (rec.error or "")
+    assert "timed out" in task_error_text(rec)
     assert "translation" in reply_text(reply) and "timed out" in reply_text(
         reply
     )  # fallback answer

@@ -364,7 +364,8 @@ async def test_a_failed_guess_waits_for_the_choice_which_decides_the_fallback() 
         ("m/a", "m/c: a long text"),
     ]
     assert outcomes[0].model is not None and outcomes[0].model.id == "m/c"
-    assert outcomes[0].reason is not None and outcomes[0].reason.startswith("chosen (after: m/a")
+    # the failed guess, in the terse form the answer's language model reads
+    assert outcomes[0].reason == "chosen (after: expert_crashed model='m/a' cause='RuntimeError')"
     assert outcomes[1].status is TaskStatus.DONE
     assert rec.saved == [(0, "m/c"), (1, "m/a")]
 

@@ -8,7 +8,6 @@ import io
 import json
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 from core.errors import TaskFailed
@@ -19,6 +18,7 @@ from tests.fakes.agent_fixture import open_agent_env
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.openai_fake import FakeLLM
 from tests.fakes.samples import sample_png
+from tests.said import raises_saying
 
 
 def _png(width: int, height: int) -> bytes:
@@ -30,7 +30,7 @@ def _png(width: int, height: int) -> bytes:
 def test_the_output_limit_is_checked_by_default() -> None:
     side = int(OUTPUT_MAX_PIXELS**0.5) + 1  # just over the limit
     big = Blob("image", "image/png", _png(side, side))
-    with pytest.raises(TaskFailed, match="too large to open"):
+    with raises_saying(TaskFailed, "too large to open"):
         check_output("text-to-image", "org/m", TaskResult(media=(big,)))
     check_output(
         "text-to-image", "org/m", TaskResult(media=(Blob("image", "image/png", _png(64, 64)),))

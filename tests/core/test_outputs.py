@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.errors import TaskFailed
+from adapters.chat.messages import error_text, task_error_text
+from core.errors import TaskCode, TaskFailed
 from core.experts.video import encode_video
 from core.outputs import check_output
 from core.results import Answer, Blob, Box, Entity, Label, Segment, TaskResult
@@ -22,6 +23,7 @@ from core.types import Attachment, ConversationKey, Request, TaskStatus
 from tests.fakes.agent_fixture import AgentEnv, model_a, model_b
 from tests.fakes.hf_service_outputs import sample_mp3
 from tests.fakes.samples import sample_jpeg, sample_mask_png, sample_mp4, sample_png, sample_wav
+from tests.said import raises_saying
 
 KEY = ConversationKey("cli", "local", "outputs", None)
 HTML_PAGE = b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body></body></html>"
@@ -40,17 +42,17 @@ def ask(text: str) -> Request:
 
 
 @pytest.mark.parametrize(
-    ("body", "content_type", "what"),
+    ("body", "content_type", "got"),
     [
-        (HTML_PAGE, "text/html", "an HTML page"),
-        (JSON_ERROR, "application/json", "an error message (JSON)"),
-        (b"", "audio/flac", "an empty response"),
-        (sample_png(), "audio/flac", "a PNG image"),
+        (HTML_PAGE, "text/html", "got='html'"),
+        (JSON_ERROR, "application/json", "got='json_error'"),
+        (b"", "audio/flac", "got='empty'"),
+        (sample_png(), "audio/flac", "got='media' format='png' kind='image'"),
     ],
     ids=["html", "json-error", "empty", "image"],
 )
 async def test_tts_answering_200_with_something_else_fails_and_the_next_candidate_speaks(
-    agent_env: AgentEnv, body: bytes, content_type: str, what: str
+    agent_env: AgentEnv, body: bytes, content_type: str, got: str
 ) -> None:
     env = agent_env
     env.hf.serve(model_a("text-to-speech"), "text-to-speech", body, content_type=content_type)
@@ -61,9 +63,9 @@ async def test_tts_answering_200_with_something_else_fails_and_the_next_candidat
     assert rec.status is TaskStatus.DONE
     assert rec.model == model_b("text-to-speech")
     assert len(env.hf.calls_for(model_a("text-to-speech"))) == 1
-    assert f"model {model_a('text-to-speech')} returned {what} instead of audio" in (
-        rec.reason or ""
-    )
+    # the failed attempt, in the terse form the answer's language model reads
+    failed = f"output_wrong_kind model={model_a('text-to-speech')!r} expected='audio' {got}"
+    assert failed in (rec.reason or "")
     (speech,) = reply.files
     assert (speech.kind, speech.mime, speech.handle) == ("audio", "audio/ogg", "speech.ogg")
 
@@ -77,7 +79,7 @@ async def test_tts_error_pages_from_every_candidate_fail_the_task(agent_env: Age
     reply = await env.agent.handle(ask("say hello"))
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.FAILED
-    assert rec.error == (
+    assert task_error_text(rec) == (
         f"model {model_a('text-to-speech')} returned an HTML page instead of audio; "
         f"model {model_b('text-to-speech')} returned an HTML page instead of audio"
     )
@@ -95,9 +97,7 @@ async def test_image_task_answering_a_json_error_with_200_uses_the_next_candidat
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.DONE and rec.model == model_b("text-to-image")
     # The client decodes images itself, so it is the one that fails here.
-    assert f"model {model_a('text-to-image')} returned a response that could not be read" in (
-        rec.reason or ""
-    )
+    assert f"response_unreadable model={model_a('text-to-image')!r}" in (rec.reason or "")
     (image,) = reply.files
     assert image.kind == "image" and image.path.read_bytes() == sample_png()
 
@@ -111,9 +111,8 @@ async def test_video_task_answering_an_html_page_uses_the_next_candidate(
     reply = await env.agent.handle(ask("make a video"))
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.DONE and rec.model == model_b("text-to-video")
-    assert f"model {model_a('text-to-video')} returned an HTML page instead of a video" in (
-        rec.reason or ""
-    )
+    failed = f"output_wrong_kind model={model_a('text-to-video')!r} expected='video' got='html'"
+    assert failed in (rec.reason or "")
     assert [f.kind for f in reply.files] == ["video"]
 
 
@@ -132,7 +131,7 @@ async def test_audio_to_audio_answering_an_image_fails(agent_env: AgentEnv) -> N
     reply = await env.agent.handle(Request(KEY, "u1", "clean it", (clip,)))
     (rec,) = reply.tasks
     assert rec.status is TaskStatus.FAILED
-    assert "returned a JPG image instead of audio" in (rec.error or "")
+    assert "returned a JPG image instead of audio" in task_error_text(rec)
 
 
 # --- check_output, rule by rule ------------------------------------------------------
@@ -206,7 +205,7 @@ def test_other_playable_media_pass(blob: Blob) -> None:
 def fails(task: str, result: TaskResult, message: str) -> TaskFailed:
     with pytest.raises(TaskFailed) as info:
         check_output(task, "org/m", result)
-    assert str(info.value) == message
+    assert error_text(info.value) == message  # what a person reads, worded by the adapters
     assert info.value.retryable and not info.value.final
     return info.value
 
@@ -291,10 +290,14 @@ def test_media_that_is_not_what_the_task_makes_fails(task: str, blob: Blob, mess
 
 
 def test_an_image_over_the_pixel_limit_fails_without_decoding() -> None:
-    with pytest.raises(
-        TaskFailed, match=r"returned an image too large to open \(the image is 64×64"
-    ):
+    with raises_saying(
+        TaskFailed, r"returned an image too large to open \(the image is 64×64"
+    ) as info:
         check_output("text-to-image", "org/m", TaskResult(media=(IMG,)), max_pixels=1000)
+    assert (info.value.code, info.value.fields) == (
+        TaskCode.OUTPUT_IMAGE_TOO_LARGE,
+        {"model": "org/m", "limit": 1000, "width": 64, "height": 64},
+    )
 
 
 @pytest.mark.parametrize(
@@ -352,5 +355,8 @@ def test_the_server_text_is_logged_not_shown(caplog: pytest.LogCaptureFixture) -
         TaskResult(media=(Blob("audio", "audio/flac", JSON_ERROR),)),
         "model org/m returned an error message (JSON) instead of audio",
     )
-    assert "CUDA" not in str(err)
+    assert "CUDA" not in str(err) and "CUDA" not in error_text(err)
+    assert str(err) == (  # the terse form logs and the language model read
+        "output_wrong_kind model='org/m' expected='audio' got='json_error'"
+    )
     assert any("CUDA out of memory" in r.getMessage() for r in caplog.records)

@@ -11,13 +11,24 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from adapters.chat.messages import task_error_text
 from core.catalog import ModelInfo
+from core.errors import TaskCode
 from core.execution import TaskOutcome
 from core.planning import PlannedTask
 from core.results import Blob, Box, Label, Segment, TaskResult
 from core.store.media import MediaStore
 from core.turn_state import TurnState, dump_state, load_state, without_bytes
-from core.types import Reply, ReplyStatus, Resource, TaskRecord, TaskStatus, Timings, Usage
+from core.types import (
+    Reply,
+    ReplyStatus,
+    Resource,
+    TaskError,
+    TaskRecord,
+    TaskStatus,
+    Timings,
+    Usage,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
 
@@ -125,3 +136,76 @@ def test_a_first_version_reply_with_flags_has_a_status() -> None:
     old = {"v": 1, "reply": {"text": "x", "fallback": True}}
     reply = load_state(old, media()).reply
     assert reply is not None and reply.status is ReplyStatus.FALLBACK
+
+
+def failed_outcome() -> TaskOutcome:
+    out = TaskOutcome(0, "translation", model=ModelInfo("m/a", "translation"))
+    out.fail(
+        TaskStatus.FAILED,
+        [
+            TaskError(TaskCode.TIMED_OUT, {"model": "m/a", "seconds": 0.5}),
+            TaskError(
+                TaskCode.PROVIDER_NOT_SERVING,
+                {"model": "m/b", "provider": "p", "task": "translation", "choices": ("x", "y")},
+            ),
+        ],
+    )
+    return out
+
+
+def test_a_failed_tasks_errors_are_kept_as_data() -> None:
+    s = TurnState()
+    s.finished(failed_outcome())
+    again = load_state(json.loads(json.dumps(dump_state(s, media()))), media())
+    o = again.outcomes[0]
+    assert [(e.code, e.fields) for e in o.errors] == [
+        (TaskCode.TIMED_OUT, {"model": "m/a", "seconds": 0.5}),
+        (
+            TaskCode.PROVIDER_NOT_SERVING,
+            {"model": "m/b", "provider": "p", "task": "translation", "choices": ["x", "y"]},
+        ),
+    ]
+    # the terse form, for logs and the language model
+    assert o.error == (
+        "timed_out model='m/a' seconds=0.5; provider_not_serving model='m/b' provider='p' "
+        "task='translation' choices=('x', 'y')"
+    )
+    assert o.state().errors == o.errors
+    assert task_error_text(o.state()) == (  # what a person reads, worded by the adapters
+        "model m/a timed out after 0.5 s; m/b is not served by p for translation "
+        "(its providers: x, y)"
+    )
+
+
+def test_a_checkpoint_whose_task_failed_with_a_sentence_still_reads() -> None:
+    """A checkpoint written before tasks' errors were data: the sentence is
+    its error, shown as it is; no errors."""
+    data = dump_state(TurnState(), media())
+    data["outcomes"] = {
+        "0": {
+            "id": 0,
+            "task": "translation",
+            "status": "failed",
+            "model": "m/a",
+            "error": "model m/a timed out after 30 s",
+        }
+    }
+    data["reply"] = {
+        "text": "x",
+        "tasks": [
+            {
+                "id": 0,
+                "task": "translation",
+                "model": "m/a",
+                "status": "failed",
+                "error": "model m/a timed out after 30 s",
+            }
+        ],
+        "status": "fallback",
+    }
+    s = load_state(data, media())
+    o = s.outcomes[0]
+    assert (o.status, o.errors) == (TaskStatus.FAILED, ())
+    assert task_error_text(o.state()) == "model m/a timed out after 30 s"
+    assert s.reply is not None
+    assert task_error_text(s.reply.tasks[0]) == "model m/a timed out after 30 s"

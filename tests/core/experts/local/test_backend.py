@@ -16,6 +16,7 @@ from core.experts.local import LocalExpert
 from core.results import TaskInputs
 from core.tasks import TASKS
 from tests.core.experts.local.inputs import model, png
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -73,8 +74,8 @@ def test_can_run_false_without_the_weights(tmp_path: Path) -> None:
 
 async def test_missing_model_fails_with_where_it_looked(tmp_path: Path) -> None:
     ex = LocalExpert(models_dir=tmp_path)
-    with pytest.raises(
-        TaskFailed, match=r"owner/absent is not available locally under LOCAL_MODELS_DIR="
+    with raises_saying(
+        TaskFailed, r"owner/absent is not available locally under LOCAL_MODELS_DIR="
     ):
         await ex.run(
             "text-classification", model("text-classification", model_id="owner/absent"), TEXT
@@ -88,7 +89,7 @@ async def test_broken_model_dir_is_a_task_failure(tmp_path: Path) -> None:
     ex = LocalExpert(models_dir=tmp_path, device="cpu")
     m = model("text-classification", broken, model_id="owner/broken")
     assert ex.can_run("text-classification", m)  # it looks like a model…
-    with pytest.raises(TaskFailed, match="owner/broken could not be loaded") as info:
+    with raises_saying(TaskFailed, "owner/broken could not be loaded") as info:
         await ex.run("text-classification", m, TEXT)
     assert info.value.retryable  # …so the executor tries the next candidate
     assert ex.cached() == [] and ex.loads == 0
@@ -96,7 +97,7 @@ async def test_broken_model_dir_is_a_task_failure(tmp_path: Path) -> None:
 
 async def test_missing_input_is_not_retried(expert: LocalExpert, image_classifier: Path) -> None:
     m = model("image-classification", image_classifier)
-    with pytest.raises(TaskFailed, match="needs an image") as info:
+    with raises_saying(TaskFailed, "needs an image") as info:
         await expert.run("image-classification", m, TaskInputs(text="no picture"))
     assert not info.value.retryable
 
@@ -107,7 +108,7 @@ async def test_unreadable_image_is_a_task_failure(
     from core.results import Blob
 
     bad = TaskInputs(image=Blob(kind="image", mime="image/png", data=b"not a png"))
-    with pytest.raises(TaskFailed, match="could not be read"):
+    with raises_saying(TaskFailed, "could not be read"):
         await expert.run(
             "image-classification", model("image-classification", image_classifier), bad
         )

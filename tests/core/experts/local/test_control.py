@@ -18,6 +18,7 @@ from core.errors import TaskFailed
 from core.experts.local import LocalExpert
 from core.results import Blob, TaskInputs, TaskResult
 from tests.core.experts.local.inputs import model, png
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -120,7 +121,7 @@ async def test_seg_controlnet_with_a_missing_seg_model(
         seg_model="nobody/missing-seg",
     )
     try:
-        with pytest.raises(TaskFailed, match=r"nobody/missing-seg.*LOCAL_SEG_MODEL"):
+        with raises_saying(TaskFailed, r"nobody/missing-seg.*LOCAL_SEG_MODEL"):
             await ex.run("controlnet-sd", model("controlnet-sd", seg_controlnet), PHOTO)
         assert ex.loads == 0  # refused before the diffusion model was read
     finally:

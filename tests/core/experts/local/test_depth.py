@@ -17,6 +17,7 @@ from core.errors import TaskFailed
 from core.experts.local import LocalExpert
 from core.results import Blob, TaskInputs
 from tests.core.experts.local.inputs import model, png
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -89,7 +90,7 @@ async def test_depth_controlnet_with_a_missing_depth_model(
 ) -> None:
     ex = _controlnet_expert(models_root, "nobody/missing-depth")
     try:
-        with pytest.raises(TaskFailed, match=r"nobody/missing-depth.*LOCAL_DEPTH_MODEL"):
+        with raises_saying(TaskFailed, r"nobody/missing-depth.*LOCAL_DEPTH_MODEL"):
             await ex.run("controlnet-sd", model("controlnet-sd", depth_controlnet), PHOTO)
         assert ex.loads == 0  # refused before the diffusion model was read
     finally:

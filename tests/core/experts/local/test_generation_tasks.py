@@ -18,6 +18,7 @@ from core.experts.local import LocalExpert
 from core.experts.local_tasks import MAX_NEW_TOKENS
 from core.results import TaskInputs
 from tests.core.experts.local.inputs import model
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -86,6 +87,6 @@ async def test_summarization_with_a_decoder_only_model(
 async def test_generation_needs_text(expert: LocalExpert, seq2seq_bart: Path) -> None:
     from core.errors import TaskFailed
 
-    with pytest.raises(TaskFailed, match="needs a text") as info:
+    with raises_saying(TaskFailed, "needs a text") as info:
         await expert.run("summarization", model("summarization", seq2seq_bart), TaskInputs())
     assert not info.value.retryable

@@ -22,6 +22,7 @@ from core.results import TaskInputs
 from tests.core.experts.local.hub_files_fake import FakeHubFiles, make_hub_files_fake
 from tests.core.experts.local.inputs import model, png
 from tests.fakes.loopback import free_port
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -144,14 +145,14 @@ async def test_a_model_over_the_size_cap_is_refused(
     ex = local(hub, cache, download_max_gb=20.0)
     m = model(TASK, model_id=REPO)
     assert ex.can_run(TASK, m)  # the size is only known by asking the Hub
-    with pytest.raises(TaskFailed, match=r"is 32\.1 GB, over LOCAL_DOWNLOAD_MAX_GB=20") as info:
+    with raises_saying(TaskFailed, r"is 32\.1 GB, over LOCAL_DOWNLOAD_MAX_GB=20") as info:
         await ex.run(TASK, m, TEXT)
     assert not info.value.retryable
     assert hub.downloads() == [] and snapshots(cache) == []
     # the answer is kept: no more Hub calls, and routing stops offering it
     seen = len(hub.requests)
     assert not ex.can_run(TASK, m) and ex.where(m) is None
-    with pytest.raises(TaskFailed, match="LOCAL_DOWNLOAD_MAX_GB"):
+    with raises_saying(TaskFailed, "LOCAL_DOWNLOAD_MAX_GB"):
         await ex.run(TASK, m, TEXT)
     assert len(hub.requests) == seen
 
@@ -164,7 +165,7 @@ async def test_an_id_outside_the_allow_list_is_refused(
     m = model(TASK, model_id=REPO)
     assert not ex.can_run(TASK, m) and ex.where(m) is None
     assert ex.can_run(TASK, model(TASK, model_id="Trusted/anything"))
-    with pytest.raises(TaskFailed, match="not in LOCAL_DOWNLOAD_ALLOW=trusted/\\*,acme/other"):
+    with raises_saying(TaskFailed, "not in LOCAL_DOWNLOAD_ALLOW=trusted/\\*,acme/other"):
         await ex.run(TASK, m, TEXT)
     assert hub.requests == []
 
@@ -176,7 +177,7 @@ async def test_downloads_off_keeps_on_disk_only(
     off = local(hub, cache, download=False)
     m = model(TASK, model_id=REPO)
     assert not off.can_run(TASK, m) and off.where(m) is None
-    with pytest.raises(TaskFailed, match=r"not available locally under LOCAL_MODELS_DIR=.*"):
+    with raises_saying(TaskFailed, r"not available locally under LOCAL_MODELS_DIR=.*"):
         await off.run(TASK, m, TEXT)
     assert hub.requests == []
     # what is already in the HF cache runs without downloads (transformers does the same)
@@ -214,7 +215,7 @@ async def test_an_unreachable_hub_is_a_retryable_failure(cache: Path) -> None:
         hub_cache=cache,
     )
     m = model(TASK, model_id=REPO)
-    with pytest.raises(TaskFailed, match=r"the Hub .* could not be reached") as info:
+    with raises_saying(TaskFailed, r"the Hub .* could not be reached") as info:
         await ex.run(TASK, m, TEXT)
     assert info.value.retryable
     assert ex.can_run(TASK, m)  # a network failure is not remembered: next time may work
@@ -225,10 +226,10 @@ async def test_unknown_and_gated_repos_name_the_model_and_hf_token(
 ) -> None:
     hub.add("acme/gated", text_classifier, gated=True)
     ex = local(hub, cache)
-    with pytest.raises(TaskFailed, match=r"acme/nope was not found on the Hub .*HF_TOKEN") as info:
+    with raises_saying(TaskFailed, r"acme/nope was not found on the Hub .*HF_TOKEN") as info:
         await ex.run(TASK, model(TASK, model_id="acme/nope"), TEXT)
     assert not info.value.retryable
-    with pytest.raises(TaskFailed, match=r"acme/gated is gated on the Hub.*HF_TOKEN"):
+    with raises_saying(TaskFailed, r"acme/gated is gated on the Hub.*HF_TOKEN"):
         await ex.run(TASK, model(TASK, model_id="acme/gated"), TEXT)
     assert not list(cache.rglob("*.safetensors"))
 
@@ -245,7 +246,7 @@ async def test_offline_mode_uses_only_the_cache(
     there, absent = model(TASK, model_id=REPO), model(TASK, model_id="acme/elsewhere")
     assert ex.can_run(TASK, there) and not ex.can_run(TASK, absent)
     assert (await ex.run(TASK, there, TEXT)).labels
-    with pytest.raises(TaskFailed, match="HF_HUB_OFFLINE=1"):
+    with raises_saying(TaskFailed, "HF_HUB_OFFLINE=1"):
         await ex.run(TASK, absent, TEXT)
     assert len(hub.requests) == seen
     await ex.aclose()
@@ -344,9 +345,9 @@ def test_file_selection_prefers_safetensors_and_skips_the_rest() -> None:
         "config.json",
         "pytorch_model.bin",
     ]
-    with pytest.raises(TaskFailed, match="no PyTorch weights"):
+    with raises_saying(TaskFailed, "no PyTorch weights"):
         select_files("a/b", ["config.json", "tf_model.h5", "onnx/model.onnx"], None)
-    with pytest.raises(TaskFailed, match=r"no config\.json or model_index\.json"):
+    with raises_saying(TaskFailed, r"no config\.json or model_index\.json"):
         select_files("a/b", ["v1-5-pruned.ckpt", "README.md"], None)
 
 

@@ -18,6 +18,7 @@ from core.experts.local_tasks import MAX_NEW_TOKENS
 from core.results import TaskInputs
 from tests.core.experts.local import tiny_models
 from tests.core.experts.local.inputs import model, png
+from tests.said import raises_saying
 
 pytestmark = pytest.mark.local
 
@@ -54,7 +55,7 @@ async def test_image_to_text_blip_without_a_prompt(
 
 async def test_image_to_text_needs_an_image(expert: LocalExpert, vit_gpt2_captioner: Path) -> None:
     m = model("image-to-text", vit_gpt2_captioner)
-    with pytest.raises(TaskFailed, match="needs an image"):
+    with raises_saying(TaskFailed, "needs an image"):
         await expert.run("image-to-text", m, TaskInputs(text="a caption please"))
 
 
@@ -100,7 +101,7 @@ async def test_document_question_answering_layoutlm_without_ocr(
     monkeypatch.setattr(transformers.utils, "is_pytesseract_available", lambda: False)
     path = tiny_models.config_only(tmp_path / "layoutlm", "layoutlm")
     m = model("document-question-answering", path)
-    with pytest.raises(TaskFailed, match="needs Tesseract OCR") as info:
+    with raises_saying(TaskFailed, "needs Tesseract OCR") as info:
         await expert.run("document-question-answering", m, TaskInputs(text="total?", image=png()))
     assert info.value.retryable
 
@@ -120,6 +121,6 @@ async def test_text_to_speech_speecht5_fails_clearly(expert: LocalExpert, tmp_pa
     from the Hub: refuse before trying the network."""
     path = tiny_models.config_only(tmp_path / "speecht5", "speecht5")
     m = model("text-to-speech", path)
-    with pytest.raises(TaskFailed, match="SpeechT5 needs a separate HiFi-GAN vocoder"):
+    with raises_saying(TaskFailed, "SpeechT5 needs a separate HiFi-GAN vocoder"):
         await expert.run("text-to-speech", m, TaskInputs(text="hello"))
     assert expert.cached() == []
