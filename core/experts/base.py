@@ -1,8 +1,9 @@
 """The contract every expert backend fulfils.
 
 An expert runs one task on one model.  It raises :class:`core.errors.TaskFailed`
-for anything the executor should handle (retry on the next candidate, then
-skip dependents); it never lets a backend's own exception type escape.
+(a :class:`~core.errors.TaskCode` and its fields, never a sentence) for
+anything the executor should handle (retry on the next candidate, then skip
+dependents); it never lets a backend's own exception type escape.
 """
 
 from __future__ import annotations

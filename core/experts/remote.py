@@ -18,9 +18,10 @@ The service's answers are handled here (:meth:`RemoteExpert._call`): 503
 "loading" with ``estimated_time`` and 429 with ``Retry-After`` are waited for
 (bounded, within the task's deadline) and tried again; 404/410 put the model
 on the process's skip list; 402 says the credits are used up and where to top
-up; every other failure becomes :class:`core.errors.TaskFailed` with a short
-message naming the model and the HTTP status — chosen by exception type and
-status code, never with the token in it.
+up; every other failure becomes :class:`core.errors.TaskFailed` with a
+:class:`~core.errors.TaskCode` and the model and the HTTP status as its
+fields (``MODEL_HTTP``, ``TIMED_OUT`` …; the adapters word them) — chosen by
+exception type and status code, never with the token in it.
 
 Two exceptions to "the client does it all" on the task-API routes, both
 POSTed through ``huggingface_hub``'s own session and error mapping: the

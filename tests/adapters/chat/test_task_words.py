@@ -18,6 +18,7 @@ from adapters.slack.assistant import card_of
 from core.errors import ErrorFields, TaskCode, TaskFailed
 from core.response import fallback_answer
 from core.types import (
+    EVENT_ADAPTER,
     ConversationKey,
     PastRequest,
     PlannedStep,
@@ -25,6 +26,7 @@ from core.types import (
     ReplyStatus,
     TaskError,
     TaskRecord,
+    TasksChanged,
     TaskState,
     TaskStatus,
     Usage,
@@ -234,3 +236,12 @@ def test_a_past_requests_details_word_its_failed_task() -> None:
         Usage(),
     )
     assert "    model m/a timed out after 30 s" in details(past, Markup()).split("\n")
+
+
+def test_a_task_state_keeps_its_errors_through_the_event_stream_json() -> None:
+    """The run's events cross a process (the CLI worker): a task's errors
+    arrive as data the receiving side words."""
+    event = TasksChanged((failed_task(),))
+    again = EVENT_ADAPTER.validate_json(EVENT_ADAPTER.dump_json(event))
+    assert isinstance(again, TasksChanged)
+    assert task_error_text(again.tasks[0]) == WORDS
