@@ -292,10 +292,10 @@ def fallback_answer(
 
     Its first line says, tersely, that no answer was written and why
     (``error``: the failure's terse form): the chat log the language model
-    reads keeps it; the adapters word that line for the person from the
-    reply's error code and fields (``adapters.chat.messages.fallback_text``),
-    and a failed or skipped task's line from its ``errors`` (here its
-    ``error``, the terse form)."""
+    reads keeps it, and each task's line (a failure in its terse form).  A
+    person reads the adapters' own (``adapters.chat.messages.fallback_text``),
+    built from the reply's data: its error code and fields, its tasks, its
+    files."""
     lines: list[str] = []
     why = f": {error}" if error else ""
     if not records:

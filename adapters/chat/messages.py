@@ -19,10 +19,12 @@ message's own words are in :mod:`adapters.chat.render`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from adapters.chat.error_words import CORE_WORDS, render_task
+from adapters.chat.text import shorten
 from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, TaskCode, TaskFailed
 from core.types import Reply, ReplyNote, TaskRecord, TaskState, TaskStatus
 
@@ -136,36 +138,65 @@ def shown_text(reply: Reply) -> str:
 
 
 def fallback_text(reply: Reply, why: str) -> str:
-    """A fallback answer (``core.response.fallback_answer``: its first line
-    names the reason in the core's terse form, the lines after it list what
-    the models found) with its first line worded here, and each failed or
-    skipped task's line with its errors worded here (the core's line gives
-    them in the terse form)."""
+    """A fallback answer (the answer stage failed; ``why``: the reason,
+    worded) as a person reads it, from the reply's data: what each task
+    found or why it failed (``reply.tasks``), then the files made
+    (``reply.files``).  The reply's text is the core's form of the same
+    (``core.response.fallback_answer``: the terse form, which the chat log
+    the language model reads keeps)."""
     if reply.tasks:
-        head = f"I could not write a full answer ({why}); here is what the models found."
+        lines = [
+            f"I could not write a full answer ({why}); here is what the models found.",
+            "",
+            *map(_task_result, reply.tasks),
+        ]
     else:
-        head = f"Sorry, I could not write an answer ({why}). Please try again."
-    _, newline, rest = reply.text.partition("\n")
-    failed = {
-        _task_head(t): f"{_task_head(t)} ({task_error_text(t) or 'no reason given'})"
-        for t in reply.tasks
-        if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED)
-    }
-    if failed:
-        lines = rest.split("\n")
-        for i, line in enumerate(lines):
-            known = failed.get(line.partition(" (")[0])
-            if known is not None and line.endswith(")"):
-                lines[i] = known
-        rest = "\n".join(lines)
-    return f"{head}{newline}{rest}"
+        lines = [f"Sorry, I could not write an answer ({why}). Please try again."]
+    if reply.files:
+        made = ", ".join(f"{f.handle} ({f.kind})" for f in reply.files)
+        lines += ["", f"Files: {made}"]
+    return "\n".join(lines)
 
 
-def _task_head(t: TaskRecord) -> str:
-    """How the core's fallback answer begins a task's line
-    (``core.response._record_line``): ``- task 0, translation on m: failed``."""
+RESULT_CHARS = 300  # a task's result on its line of a fallback answer
+
+
+def _task_result(t: TaskRecord) -> str:
+    """One task's line of a fallback answer: ``- task 0, image-to-text on m:
+    done. Result: a cat. Files: a.png``, or why it failed or was skipped."""
     where = f" on {t.model}" if t.model else ""
-    return f"- task {t.id}, {t.task}{where}: {t.status}"
+    head = f"- task {t.id}, {t.task}{where}: {t.status}"
+    if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
+        return f"{head} ({task_error_text(t) or 'no reason given'})"
+    found = _found(t.result) if t.result else None
+    if found:
+        head += f". Result: {found}"
+    if t.files:
+        head += f". Files: {', '.join(t.files)}"
+    return head
+
+
+def _found(result: Mapping[str, Any]) -> str:
+    """A one-line reading of a task's result (``TaskResult.summary()``): its
+    text, its best answers or labels with their scores, what it found, or
+    its data as JSON."""
+    text = result.get("text")
+    if isinstance(text, str) and text.strip():
+        return shorten(text, RESULT_CHARS)
+    for key, name in (("answers", "answer"), ("labels", "label")):
+        items = result.get(key)
+        if isinstance(items, list) and items and isinstance(items[0], dict):
+            return ", ".join(_scored(i.get(name), i.get("score")) for i in items[:3])
+    for key, name in (("boxes", "label"), ("segments", "label"), ("entities", "word")):
+        items = result.get(key)
+        if isinstance(items, list) and items:
+            found = ", ".join(str(i.get(name)) for i in items if isinstance(i, dict))
+            return shorten(f"{len(items)} found: {found}", RESULT_CHARS)
+    return shorten(json.dumps(result, ensure_ascii=False, default=str), RESULT_CHARS)
+
+
+def _scored(label: Any, score: Any) -> str:
+    return f"{label} ({score:.2f})" if isinstance(score, int | float) else str(label)
 
 
 def with_notes(text: str, reply: Reply) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -323,3 +324,42 @@ def test_the_answer_cap_leaves_a_reasoning_model_its_room_and_stops_a_plain_one_
     assert answer_cap(4096, reasons=True) == 4096  # its thinking counts against the cap
     assert answer_cap(4096, reasons=False) == PLAIN_ANSWER_CAP < 4096
     assert answer_cap(300, reasons=False) == 300  # an operator's lower cap stands
+
+
+def test_a_person_reads_the_fallback_from_the_replys_data() -> None:
+    """The adapters word the fallback from the reply's tasks and files (the
+    same lines as the core's text, a task's failure in words)."""
+    text = fallback_answer(RECORDS, FILES, "llm_timed_out host='x'")
+    reply = Reply(text, files=FILES, tasks=RECORDS, status=ReplyStatus.FALLBACK)
+    shown = fallback_text(reply, "The language model at x did not answer within 5 s")
+    assert shown.split("\n") == [
+        "I could not write a full answer (The language model at x did not answer within 5 s); "
+        "here is what the models found.",
+        "",
+        "- task 0, image-to-text on nlpconnect/vit-gpt2: done. Result: a cat sitting on a red sofa",
+        '- task 1, text-to-speech on espnet/tts: done. Result: {"extra": 1}. Files: speech-1.wav',
+        "- task 2, object-detection on facebook/detr: failed (HTTP 503 from the inference server)",
+        "- task 3, visual-question-answering: skipped (task 2 failed)",
+        "",
+        "Files: speech-1.wav (audio), boxes-2.png (image)",
+    ]
+    assert shown.split("\n")[2:] == text.split("\n")[2:]  # the records' own sentences here
+
+
+@pytest.mark.parametrize(
+    ("result", "shown"),
+    [
+        ({"labels": [{"label": "tabby", "score": 0.91}, {"label": "tiger", "score": 0.05}]},
+         "tabby (0.91), tiger (0.05)"),
+        ({"answers": [{"answer": "two", "score": 0.7}]}, "two (0.70)"),
+        ({"boxes": [{"label": "cat"}, {"label": "dog"}]}, "2 found: cat, dog"),
+        ({"entities": [{"word": "Ada", "group": "PER"}]}, "1 found: Ada"),
+    ],
+)  # fmt: skip
+def test_fallback_result_lines_as_a_person_reads_them(result: dict[str, Any], shown: str) -> None:
+    record = TaskRecord(id=0, task="t", model="m", status=TaskStatus.DONE, result=result)
+    reply = Reply("", tasks=(record,), status=ReplyStatus.FALLBACK)
+    assert f"- task 0, t on m: done. Result: {shown}" in fallback_text(reply, "why")
+    long = replace(record, result={"text": "y" * 1000})
+    line = fallback_text(replace(reply, tasks=(long,)), "why").split("\n")[2]
+    assert line.startswith("- task 0, t on m: done. Result: yyy") and len(line) < 350
