@@ -545,7 +545,8 @@ TASK_WORDS: dict[TaskCode, Callable[[ErrorFields], str]] = {
     TaskCode.TABLE_NEEDED: lambda f: (
         "tabular-classification needs a CSV table: a header row and rows of the same width"
     ),
-    TaskCode.SKIPPED: lambda f: f"skipped: task {f['dependency']} ({f['task']}) did not succeed",
+    # the task's icon, card or line says it was skipped: these words say why
+    TaskCode.SKIPPED: lambda f: f"task {f['dependency']} ({f['task']}) did not succeed",
     TaskCode.NO_MODEL: lambda f: "no model available for this task",
     TaskCode.NO_MODEL_RAN: lambda f: "no model could run",
     TaskCode.NO_BACKEND: lambda f: f"{f['model']}: no backend can serve it",

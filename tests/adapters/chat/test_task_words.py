@@ -64,7 +64,7 @@ CASES: dict[TaskCode, tuple[ErrorFields, str]] = {
     ),
     TaskCode.SKIPPED: (
         {"dependency": 0, "task": "text-to-image"},
-        "skipped: task 0 (text-to-image) did not succeed",
+        "task 0 (text-to-image) did not succeed",
     ),
     TaskCode.NO_MODEL: ({}, "no model available for this task"),
     TaskCode.NO_MODEL_RAN: ({}, "no model could run"),
@@ -217,7 +217,7 @@ def test_a_fallback_answer_words_its_failed_tasks() -> None:
     assert reply_text(reply).split("\n")[2:] == [
         "- task 0, translation on m/b: failed (model m/a timed out after 30 s)",
         "- task 1, summarization on m/s: done. Result: short",
-        "- task 2, text-to-speech: skipped (skipped: task 0 (translation) did not succeed)",
+        "- task 2, text-to-speech: skipped (task 0 (translation) did not succeed)",
     ]
 
 
@@ -245,3 +245,12 @@ def test_a_task_state_keeps_its_errors_through_the_event_stream_json() -> None:
     again = EVENT_ADAPTER.validate_json(EVENT_ADAPTER.dump_json(event))
     assert isinstance(again, TasksChanged)
     assert task_error_text(again.tasks[0]) == WORDS
+
+
+def test_a_skipped_task_says_skipped_once() -> None:
+    why = TaskError(TaskCode.SKIPPED, {"dependency": 0, "task": "translation"})
+    task = TaskState(1, "text-to-speech", "m/t", TaskStatus.SKIPPED, str(why), (why,))
+    assert card_of(task)[2] == "skipped: task 0 (translation) did not succeed"
+    assert RENDERER.task_line(task) == (
+        "⏭️ 1. text-to-speech · `m/t` — task 0 (translation) did not succeed"
+    )
