@@ -22,7 +22,7 @@ from typing import Any
 from core import prompts
 from core.errors import ErrorCode, RunFailed
 from core.llm import LLM, OnDelta
-from core.types import Resource, TaskRecord, TaskStatus, Usage
+from core.types import Resource, TaskRecord, Usage
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +285,10 @@ def echoes_prompt(text: str) -> bool:
     return _norm(first) in _prompt_lines()
 
 
+def _cut_line(text: str) -> str:
+    return prompts.trim(text, _LINE_CHARS)
+
+
 def fallback_answer(
     records: Sequence[TaskRecord], files: Sequence[Resource], error: str | None = None
 ) -> str:
@@ -304,44 +308,8 @@ def fallback_answer(
         lines.append(f"[no answer written{why}; the results follow]")
         lines.append("")
         for r in records:
-            lines.append(_record_line(r))
+            lines.append(r.line(r.error or "", _cut_line))
     if files:
         lines.append("")
         lines.append("Files: " + ", ".join(f"{f.handle} ({f.kind})" for f in files))
     return "\n".join(lines)
-
-
-def _record_line(r: TaskRecord) -> str:
-    where = f" on {r.model}" if r.model else ""
-    head = f"- task {r.id}, {r.task}{where}: {r.status}"
-    if r.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
-        return f"{head} ({r.error or 'no reason given'})"
-    result = _result_text(r.result) if r.result else None
-    if result:
-        head += f". Result: {result}"
-    if r.files:
-        head += f". Files: {', '.join(r.files)}"
-    return head
-
-
-def _result_text(result: dict[str, Any]) -> str:
-    """A one-line reading of a ``TaskResult.summary()`` dict."""
-    text = result.get("text")
-    if isinstance(text, str) and text.strip():
-        return prompts.trim(" ".join(text.split()), _LINE_CHARS)
-    for key, name in (("answers", "answer"), ("labels", "label")):
-        items = result.get(key)
-        if isinstance(items, list) and items and isinstance(items[0], dict):
-            return ", ".join(_scored(i.get(name), i.get("score")) for i in items[:3])
-    for key, name in (("boxes", "label"), ("segments", "label"), ("entities", "word")):
-        items = result.get(key)
-        if isinstance(items, list) and items:
-            found = [str(i.get(name)) for i in items if isinstance(i, dict)]
-            return prompts.trim(f"{len(items)} found: " + ", ".join(found), _LINE_CHARS)
-    return prompts.trim(
-        json.dumps(_trim_value(result, _LINE_CHARS), ensure_ascii=False), _LINE_CHARS
-    )
-
-
-def _scored(label: Any, score: Any) -> str:
-    return f"{label} ({score:.2f})" if isinstance(score, int | float) else str(label)

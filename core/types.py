@@ -7,6 +7,7 @@ platform: Discord and Slack translate to and from these at their edge.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -280,6 +281,45 @@ class TaskRecord:
     files: tuple[str, ...] = ()  # handles of the resources it produced
     backend: str | None = None  # "remote" | "local": which side served it
     errors: tuple[TaskError, ...] = ()  # why it failed or was skipped, as data
+
+    def line(self, why: str, cut: Callable[[str], str]) -> str:
+        """This task on one line of a fallback answer: ``- task 0,
+        image-to-text on m: done. Result: a cat. Files: a.png``, or, failed or
+        skipped, ``why`` in brackets.  ``cut`` shortens the result's reading
+        (the core's chat log and the adapters cut text each their own way)."""
+        where = f" on {self.model}" if self.model else ""
+        head = f"- task {self.id}, {self.task}{where}: {self.status}"
+        if self.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
+            return f"{head} ({why or 'no reason given'})"
+        found = _result_reading(self.result, cut) if self.result else None
+        if found:
+            head += f". Result: {found}"
+        if self.files:
+            head += f". Files: {', '.join(self.files)}"
+        return head
+
+
+def _result_reading(result: Mapping[str, Any], cut: Callable[[str], str]) -> str:
+    """A one-line reading of a task's result (``TaskResult.summary()``): its
+    text, its best answers or labels with their scores, what it found, or
+    its data as JSON."""
+    text = result.get("text")
+    if isinstance(text, str) and text.strip():
+        return cut(" ".join(text.split()))
+    for key, name in (("answers", "answer"), ("labels", "label")):
+        items = result.get(key)
+        if isinstance(items, list) and items and isinstance(items[0], dict):
+            return ", ".join(_scored(i.get(name), i.get("score")) for i in items[:3])
+    for key, name in (("boxes", "label"), ("segments", "label"), ("entities", "word")):
+        items = result.get(key)
+        if isinstance(items, list) and items:
+            found = ", ".join(str(i.get(name)) for i in items if isinstance(i, dict))
+            return cut(f"{len(items)} found: {found}")
+    return cut(json.dumps(result, ensure_ascii=False, default=str))
+
+
+def _scored(label: Any, score: Any) -> str:
+    return f"{label} ({score:.2f})" if isinstance(score, int | float) else str(label)
 
 
 @dataclass(slots=True)

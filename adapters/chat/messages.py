@@ -19,14 +19,13 @@ message's own words are in :mod:`adapters.chat.render`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from adapters.chat.error_words import CORE_WORDS, render_task
 from adapters.chat.text import shorten
 from core.errors import Code, ErrorCode, ErrorFields, InputRejected, RunFailed, TaskCode, TaskFailed
-from core.types import Reply, ReplyNote, TaskRecord, TaskState, TaskStatus
+from core.types import Reply, ReplyNote, TaskRecord, TaskState
 
 # The bot restarts while a request is kept: it is finished when it is back.
 RESTARTING = (
@@ -162,41 +161,8 @@ RESULT_CHARS = 300  # a task's result on its line of a fallback answer
 
 
 def _task_result(t: TaskRecord) -> str:
-    """One task's line of a fallback answer: ``- task 0, image-to-text on m:
-    done. Result: a cat. Files: a.png``, or why it failed or was skipped."""
-    where = f" on {t.model}" if t.model else ""
-    head = f"- task {t.id}, {t.task}{where}: {t.status}"
-    if t.status in (TaskStatus.FAILED, TaskStatus.SKIPPED):
-        return f"{head} ({task_error_text(t) or 'no reason given'})"
-    found = _found(t.result) if t.result else None
-    if found:
-        head += f". Result: {found}"
-    if t.files:
-        head += f". Files: {', '.join(t.files)}"
-    return head
-
-
-def _found(result: Mapping[str, Any]) -> str:
-    """A one-line reading of a task's result (``TaskResult.summary()``): its
-    text, its best answers or labels with their scores, what it found, or
-    its data as JSON."""
-    text = result.get("text")
-    if isinstance(text, str) and text.strip():
-        return shorten(text, RESULT_CHARS)
-    for key, name in (("answers", "answer"), ("labels", "label")):
-        items = result.get(key)
-        if isinstance(items, list) and items and isinstance(items[0], dict):
-            return ", ".join(_scored(i.get(name), i.get("score")) for i in items[:3])
-    for key, name in (("boxes", "label"), ("segments", "label"), ("entities", "word")):
-        items = result.get(key)
-        if isinstance(items, list) and items:
-            found = ", ".join(str(i.get(name)) for i in items if isinstance(i, dict))
-            return shorten(f"{len(items)} found: {found}", RESULT_CHARS)
-    return shorten(json.dumps(result, ensure_ascii=False, default=str), RESULT_CHARS)
-
-
-def _scored(label: Any, score: Any) -> str:
-    return f"{label} ({score:.2f})" if isinstance(score, int | float) else str(label)
+    """One task's line of a fallback answer, its errors worded here."""
+    return t.line(task_error_text(t), lambda text: shorten(text, RESULT_CHARS))
 
 
 def with_notes(text: str, reply: Reply) -> str:
