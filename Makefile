@@ -97,8 +97,11 @@ test:
 	done; \
 	printf "\n$$summary"; exit $$failed
 
+# The main suite on every core (pytest-xdist; TEST_WORKERS=0: in one process). Its
+# tests are independent: ports are free ones, PostgreSQL tests a schema each.
+TEST_WORKERS ?= auto
 test-core: install
-	$(PY) -m pytest -q --ignore=tests/core/experts/local $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --ignore=tests/core/experts/local $(PYTEST_ARGS)
 
 test-local: install-local
 	$(LPY) -m pytest -q tests/core/experts/local $(PYTEST_ARGS)
