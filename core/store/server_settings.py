@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,6 +23,13 @@ from core.store.models import ServerSettingsRow, utcnow
 from core.store.repo import clean_json, fit
 
 R = ServerSettingsRow
+_T = cast(sa.Table, ServerSettingsRow.__table__)
+# A turn reads its server's settings first: a Core statement on the table,
+# not an ORM query, so that no process (a CLI ask) configures every mapper
+# on its first request's path.
+_LOAD = sa.select(_T).where(
+    _T.c.platform == sa.bindparam("platform"), _T.c.server == sa.bindparam("server")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +56,9 @@ class ServerSettingsStore:
 
     async def load(self, platform: str, server: str) -> StoredSettings | None:
         platform, server = _key(platform, server)
-        async with self._session("load the server's settings") as s:
-            row = await s.get(R, (platform, server))
-            return _stored(row) if row is not None else None
+        async with self.db.connection("load the server's settings") as conn:
+            row = (await conn.execute(_LOAD, {"platform": platform, "server": server})).first()
+        return _stored(row) if row is not None else None
 
     async def list(self) -> list[StoredSettings]:
         async with self._session("list the servers' settings") as s:
@@ -97,7 +104,7 @@ class ServerSettingsStore:
             return dict(new)
 
 
-def _stored(row: ServerSettingsRow) -> StoredSettings:
+def _stored(row: ServerSettingsRow | sa.Row[Any]) -> StoredSettings:
     return StoredSettings(
         row.platform, row.server, dict(row.settings or {}), row.updated_at, row.updated_by
     )
