@@ -20,8 +20,10 @@ at most ``MAX_INFLIGHT_UPLOAD_MB`` of uploads between them (the sizes Slack
 declares for the files; 0: no byte budget, only the count).  Run once per
 pair of ``--inflight`` and ``--upload-mb`` values; ``default`` leaves the
 setting to the bot's own default.  ``--upload-mb default,0`` compares the
-byte budget with the count alone (64 by default: the whole burst at once).
-Everything is on 127.0.0.1.
+byte budget with the count alone (256 by default: the whole burst at once).
+``--files 0``: text-only requests (each planned as one text-to-image call),
+what the ``MAX_INFLIGHT_REQUESTS`` default is weighed by.  Everything is on
+127.0.0.1.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.chaos import TallySlack, _free_port  # noqa: E402
+from benchmarks.user_path import QUOTAS  # noqa: E402
 from bot import settings  # noqa: E402
 from tests.fakes.agent_fixture import write_test_catalog  # noqa: E402
 from tests.fakes.process_env import clean_env  # noqa: E402
@@ -122,8 +125,7 @@ async def one_run(
                     "SLACK_HTTP_PORT": str(port),
                     "SLACK_API_URL": slack.base_url,
                     "MAX_ATTACHMENT_BYTES": str(32 * 1024 * 1024),
-                    "REQUESTS_PER_USER_PER_MINUTE": "0",
-                    "REQUESTS_PER_SERVER_PER_MINUTE": "0",
+                    **dict.fromkeys(QUOTAS, "0"),  # a burst of one user: no quotas
                     "LOG_LEVEL": "WARNING",
                 }
                 | admission_env(inflight, upload_mb)
@@ -221,6 +223,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         fakes = json.loads(await asyncio.wait_for(fakes_proc.stdout.readline(), 60))
         plan = [
             {"task": "image-classification", "id": 0, "dep": [-1], "args": {"image": "photo1.png"}}
+            if photos  # with no files (--files 0), a text-only request: draw a picture
+            else {"task": "text-to-image", "id": 0, "dep": [-1], "args": {"text": "a fox in snow"}}
         ]
         async with aiohttp.ClientSession() as http:
             await control(http, fakes["control"], "/reset", {"llm_delay": 0.5, "model_delay": 0.5})

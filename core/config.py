@@ -60,7 +60,7 @@ class AgentConfig:
     # MAX_INFLIGHT_UPLOAD_MB in bot.settings for the default's reasons); how
     # long a job's lease lasts without a heartbeat before another process
     # resumes it; how often the queue looks for work other processes left.
-    max_inflight_requests: int = 64
+    max_inflight_requests: int = 256
     max_inflight_upload_bytes: int | None = 400 * 1024 * 1024
     job_lease_seconds: float = 60.0
     job_poll_seconds: float = 2.0
