@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.execution import TaskOutcome
 from core.mediatypes import inspect_attachment, sniff
@@ -37,6 +38,18 @@ OUTPUT_NAMES = {
     "text-to-speech": "speech",
     "audio-to-audio": "audio",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredUpload:
+    """An attachment checked and in the media store, before it has a handle."""
+
+    name: str  # as the person sent it: the handle is made from it
+    kind: str
+    mime: str
+    path: Path
+    sha256: str
+    size: int
 
 
 @dataclass(slots=True)
@@ -75,10 +88,13 @@ class Turn:
         mine = {r.handle: r for r in (*self.uploads, *self.generated)}
         return mine.get(handle) or self.history.resources.get(handle)
 
-    async def store_uploads(self, media: MediaStore, *, max_bytes: int, max_pixels: int) -> None:
+    async def put_uploads(
+        self, media: MediaStore, *, max_bytes: int, max_pixels: int
+    ) -> list[StoredUpload]:
         """Check every attachment by its bytes (InputRejected: size, type,
         decodable image/audio/video, duration), then store them: one bad file
-        and nothing is stored.  Decoding runs in a worker thread."""
+        and nothing is stored.  Decoding runs in a worker thread.  Needs no
+        history: a turn runs it while its history loads."""
         checked = []
         for a in self.request.attachments:
             mt = await asyncio.to_thread(
@@ -90,16 +106,22 @@ class Turn:
                 max_pixels=max_pixels,
             )
             checked.append((a, mt))
-        taken = set(self.handles())
-        stored: list[Resource] = []
+        stored: list[StoredUpload] = []
         for a, mt in checked:
             rel, sha = await media.put(a.data, mt.ext)
-            handle = allocate_handle(taken, a.name)
+            stored.append(StoredUpload(a.name, mt.kind, mt.mime, media.path(rel), sha, len(a.data)))
+        return stored
+
+    def name_uploads(self, stored: list[StoredUpload]) -> None:
+        """The stored uploads, each named by a handle no file of the
+        conversation (its history, loaded by now) has."""
+        taken = set(self.handles())
+        named: list[Resource] = []
+        for u in stored:
+            handle = allocate_handle(taken, u.name)
             taken.add(handle)
-            stored.append(
-                Resource(handle, mt.kind, mt.mime, media.path(rel), sha, len(a.data), "upload")
-            )
-        self.state.uploads = stored
+            named.append(Resource(handle, u.kind, u.mime, u.path, u.sha256, u.size, "upload"))
+        self.state.uploads = named
 
     async def store_output(
         self, media: MediaStore, blob: Blob, task: str, task_id: int

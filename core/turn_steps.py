@@ -98,15 +98,30 @@ class Start:
         deps.prepare()  # a first hosted call's session, the LLM's context, while we plan
         resumed = turn.state.started
         await ctx.emit(StageStarted(Stage.PLANNING, resumed=resumed))
-        turn.history = await deps.repo.load_history(
-            turn.request.conversation, turns=deps.config.history_turns
-        )
-        if not resumed:
-            await turn.store_uploads(
-                deps.media,
-                max_bytes=deps.config.max_attachment_bytes,
-                max_pixels=deps.config.max_image_pixels,
+        # A fresh turn's files are checked (decoded in a thread) and written
+        # while its history loads: only their handles need the history.
+        putting = None
+        if not resumed and turn.request.attachments:
+            putting = asyncio.ensure_future(
+                turn.put_uploads(
+                    deps.media,
+                    max_bytes=deps.config.max_attachment_bytes,
+                    max_pixels=deps.config.max_image_pixels,
+                )
             )
+        try:
+            turn.history = await deps.repo.load_history(
+                turn.request.conversation, turns=deps.config.history_turns
+            )
+        except BaseException:
+            if putting is not None:
+                putting.cancel()  # the history's failure is the one to report
+                await asyncio.wait([putting])
+                if not putting.cancelled():
+                    putting.exception()  # seen
+            raise
+        if not resumed:
+            turn.name_uploads(await putting if putting is not None else [])
             await ctx.checkpoints.save()
         return next_step(turn)
 
