@@ -7,17 +7,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from adapters.chat.messages import error_text
 from core.catalog import ModelInfo
 from core.errors import TaskFailed
 from core.experts.providers import SERVED_TASKS
 from core.experts.remote import REMOTE_TASKS, RemoteExpert
-from core.experts.remote_outputs import sniff_mime
+from core.experts.remote_outputs import encode_image, sniff_mime
 from core.results import Blob, Label, TaskInputs
 from core.tasks import TASKS, TaskTimeouts
 from tests.fakes.clock import FakeClock
@@ -721,3 +721,35 @@ async def test_text_to_video_errors_are_mapped_too(hf_fake: FakeHF, expert: Remo
             await slow.run("text-to-video", model, TaskInputs(text="x"))
     finally:
         await slow.aclose()
+
+
+def provider_png() -> bytes:
+    """A PNG as a provider may write it (its own compression, a text chunk):
+    bytes that decoding and encoding again would not give back."""
+    info = PngImagePlugin.PngInfo()
+    info.add_text("parameters", "a red square, 20 steps")
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (255, 0, 0)).save(buf, "PNG", pnginfo=info, compress_level=1)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("sample", [provider_png, sample_jpeg], ids=["png", "jpeg"])
+async def test_a_made_picture_is_kept_as_the_provider_sent_it(
+    hf_fake: FakeHF, expert: RemoteExpert, sample: Callable[[], bytes]
+) -> None:
+    """The provider's own bytes, not the picture decoded and compressed again
+    (the Hub client hands over a PIL image opened from them)."""
+    result, _ = await run(
+        hf_fake, expert, "text-to-image", "x/sd", TaskInputs(text="x"), response=sample()
+    )
+    assert result.media[0].data == sample()
+
+
+def test_a_changed_picture_is_encoded_again() -> None:
+    """Only an image still holding the file it came from is passed on as is."""
+    img = Image.open(io.BytesIO(sample_png()))
+    img.load()  # Pillow lets go of the file: the pixels are what there is
+    img.putpixel((0, 0), (0, 0, 255))
+    data, mime = encode_image(img)
+    assert mime == "image/png"
+    assert Image.open(io.BytesIO(data)).convert("RGB").getpixel((0, 0)) == (0, 0, 255)
