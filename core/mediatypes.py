@@ -326,6 +326,12 @@ def verify_image(data: bytes, found: MediaType, max_pixels: int) -> tuple[int, i
                 width, height = im.size  # from the header; nothing decoded yet
                 if width * height > max_pixels:
                     raise TooManyPixels((width, height), max_pixels)
+                if fmt == "JPEG":
+                    # Every byte is still read and entropy-decoded (a cut or
+                    # damaged file fails as before), the picture made at an
+                    # eighth of its size: a 12-megapixel photo's check took
+                    # 120 ms, 42 ms so (here), before the planning call.
+                    im.draft(None, (max(1, width // 8), max(1, height // 8)))
                 im.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise TooManyPixels(None, min(max_pixels, Image.MAX_IMAGE_PIXELS or max_pixels)) from None

@@ -228,6 +228,18 @@ def test_truncated_image_is_rejected() -> None:
             inspect_attachment(f"a.{fmt.lower()}", None, cut, **LIMITS)
 
 
+def test_a_photo_cut_short_is_rejected_though_checked_at_an_eighth_of_its_size() -> None:
+    """A JPEG is decoded at a reduced scale to check it: every byte is still read."""
+    noise = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(noise).save(buf, format="JPEG")
+    whole = buf.getvalue()
+    assert inspect_attachment("photo.jpg", None, whole, **LIMITS).mime == "image/jpeg"
+    for cut in (len(whole) // 2, len(whole) - 64):
+        with raises_saying(InputRejected, "damaged or truncated"):
+            inspect_attachment("photo.jpg", None, whole[:cut], **LIMITS)
+
+
 def test_unreadable_image_type_is_rejected_clearly() -> None:
     with raises_saying(InputRejected, "HEIC image, which can't be read here"):
         inspect_attachment("IMG_1.heic", "image/heic", _ftyp(b"heic", b"mif1"), **LIMITS)
