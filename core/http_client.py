@@ -165,13 +165,31 @@ def _session(transport: AiohttpTransport) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
+# How long an idle connection is kept for the next call.  httpx's default
+# (the SDKs' too) is 5 s: a turn's answer call, made after models that ran
+# longer, and every request's first calls after a quiet spell paid a new TCP
+# and TLS handshake to the LLM and to the router (two round trips each).
+# Under a minute, the shortest idle timeout of the usual servers and load
+# balancers (AWS's 60 s, nginx's 75 s); a connection a server closed earlier
+# is not reused (_Connector).
+KEEPALIVE_SECONDS = 50.0
+
+
 def async_client(**kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` on aiohttp's transport, with the openai SDK's
     defaults (timeout, connection limits, redirects) unless ``kwargs`` says
-    otherwise.  Their TLS context is the process's one (core.tls), not one
-    made (a CA bundle parsed) per client."""
+    otherwise, idle connections kept :data:`KEEPALIVE_SECONDS`.  Their TLS
+    context is the process's one (core.tls), not one made (a CA bundle
+    parsed) per client."""
     if "verify" not in kwargs and kwargs.get("trust_env", True):
         kwargs["verify"] = tls.context()
+    if "limits" not in kwargs:
+        sdk = openai.DEFAULT_CONNECTION_LIMITS
+        kwargs["limits"] = httpx2.Limits(
+            max_connections=sdk.max_connections,
+            max_keepalive_connections=sdk.max_keepalive_connections,
+            keepalive_expiry=KEEPALIVE_SECONDS,
+        )
     client: httpx2.AsyncClient = openai.DefaultAioHttpClient(**kwargs)
     for transport in (client._transport, *client._mounts.values()):
         if isinstance(transport, AiohttpTransport) and transport.client is None:

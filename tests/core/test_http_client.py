@@ -198,3 +198,35 @@ async def test_the_sdk_sends_each_call_once_around_a_stream() -> None:
                     answer = await llm.chat.completions.create(model="m", messages=messages)
                     assert answer.choices[0].message.content == "hi"
         assert (len(sent), server.requests) == (3, [True, False, True])
+
+
+class _KeepAlive:
+    """Answers every request on a connection it keeps open; counts connections."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client hung up
+        writer.close()
+
+
+async def test_an_idle_connection_is_kept_past_the_sdks_five_seconds(
+    client: httpx2.AsyncClient,
+) -> None:
+    """A call after a pause longer than httpx's default keep-alive (5 s), as a
+    turn's answer call after its models, goes on the same connection: no new
+    TCP and TLS handshake with the LLM or the router."""
+    server = _KeepAlive()
+    async for url in _serve(server):
+        assert (await client.get(url)).status_code == 200
+        await asyncio.sleep(6)
+        assert (await client.get(url)).status_code == 200
+    assert server.connections == 1
