@@ -8,11 +8,13 @@ request (or how to build it: downloading the person's files happens here,
 with the status already showing).  The turn:
 
 1. posts the status message (a queue notice or a stopped process may have
-   left one: the surface takes it over);
+   left one: the surface takes it over), while it
 2. builds the request; a refused input (a file too large, not reachable)
    ends the turn in the status message;
-3. runs it through ``AgentAPI.run`` and folds every event into the status
-   message (one message, paced); the answer is shown as it is written, in
+3. runs it through ``AgentAPI.run`` (the status message may still be on its
+   way: the turn does not wait for the platform; if it cannot be posted the
+   turn stops) and, once it is posted, folds every event into it (one
+   message, paced); the answer is shown as it is written, in
    the status message, or by the surface itself when it streams
    (:class:`~adapters.chat.surface.StreamingSurface`);
 4. posts the answer with its files (:mod:`adapters.chat.files`), then the
@@ -45,6 +47,7 @@ from core.types import (
     AgentAPI,
     AnswerDelta,
     AnswerDiscarded,
+    Event,
     Finished,
     Job,
     Reply,
@@ -104,6 +107,7 @@ class _SurfaceTurn:
             surface.follow(self.board)  # it shows the state natively as well
         self.streamed = ""
         self.started = clock.monotonic()
+        self.opening: asyncio.Task[bool]  # posting the status message (started by run)
 
     async def run(self, request: RequestSource, downloading: bool) -> Reply | None:
         resumed = self.job is not None and self.job.resumed
@@ -114,51 +118,88 @@ class _SurfaceTurn:
             if downloading
             else Opening.STARTING
         )
+        # The status message is posted while the request is built and the
+        # turn starts (a platform round trip off the turn's path); what is
+        # shown in it, or posted at all, waits until it is out.
+        self.opening = asyncio.create_task(self._open(), name=f"status-open-{self.rid}")
         try:
-            await self.status.open(self._status_text())
-        except Exception:
-            log.exception("request %s: the status message could not be posted", self.rid)
-            await self.status.close(self.renderer.sorry(self.rid))
-            return None
-        try:
-            built = request if isinstance(request, Request) else await request()
-        except InputRejected as exc:
-            log.info("request %s: input refused: %s", self.rid, exc)
-            await self.status.close(self.renderer.failed(exc, (), self.limit))
-            return None
-        except (asyncio.CancelledError, LeaseLost):
-            self.status.cancel()
-            raise
-        except Exception:
-            await self._crashed()
-            return None
-        try:
-            return await self._run(built)
+            try:
+                built = request if isinstance(request, Request) else await request()
+            except InputRejected as exc:
+                if not await self.opening:
+                    await self.status.close(self.renderer.sorry(self.rid))
+                    return None
+                log.info("request %s: input refused: %s", self.rid, exc)
+                await self.status.close(self.renderer.failed(exc, (), self.limit))
+                return None
+            reply = await self._run(built)
+            if reply is None:  # the status message could not be posted: the turn stopped
+                await self.status.close(self.renderer.sorry(self.rid))
+            return reply
         except (asyncio.CancelledError, LeaseLost):
             self.status.cancel()  # stopping, or another process took it over: no more edits
+            if not self.opening.done():
+                self.opening.cancel()
+                await asyncio.wait([self.opening])
             raise
         except Exception:
             await self._crashed()
             return None
 
-    async def _run(self, request: Request) -> Reply:
+    async def _open(self) -> bool:
+        """Post the status message: False when the platform refused (then
+        there is nowhere to show the turn, and it stops)."""
+        try:
+            await self.status.open(self._status_text())
+        except Exception:
+            log.exception("request %s: the status message could not be posted", self.rid)
+            return False
+        return True
+
+    async def _run(self, request: Request) -> Reply | None:
+        """The turn, its events folded into the status message once that is
+        posted (None: it could not be; leaving the run stopped the turn)."""
         async with self.agent.run(request, job=self.job) as run:
-            async for event in run:
-                self.board.apply(event)
-                if isinstance(event, Finished):
-                    continue  # the last event: the reply is read below
-                if self.native is not None and isinstance(event, AnswerDelta):
-                    self.streamed += event.text
-                    await self.native.stream_text(event.text)
-                    continue
-                if self.native is not None and isinstance(event, AnswerDiscarded):
-                    self.streamed = ""
-                    await self.native.discard_stream()
-                    continue
-                await self.status.show(self._status_text())
+            events = aiter(run)
+            first = asyncio.ensure_future(anext(events, None))
+            try:
+                # A failed post stops the turn at once, not at its next event;
+                # an event waits for the post (nothing is shown before it).
+                await asyncio.wait([first, self.opening], return_when=asyncio.FIRST_COMPLETED)
+                if first.done():
+                    first.result()  # the run ended abnormally: raised at once
+                opened = await self.opening
+            except BaseException:
+                first.cancel()
+                raise
+            if not opened:
+                first.cancel()
+                await asyncio.wait([first])
+                if not first.cancelled():
+                    first.exception()  # seen: the run stops anyway
+                return None
+            event = await first
+            if event is not None:
+                await self._apply(event)
+            async for event in events:
+                await self._apply(event)
             reply = run.reply
             await self._finish(reply)  # inside the run: a shutdown waits for the posting
         return reply
+
+    async def _apply(self, event: Event) -> None:
+        self.board.apply(event)
+        if isinstance(event, Finished):
+            return  # the last event: the reply is read after it
+        if self.native is not None and isinstance(event, AnswerDelta):
+            self.streamed += event.text
+            await self.native.stream_text(event.text)
+            return
+        if self.native is not None and isinstance(event, AnswerDiscarded):
+            self.streamed = ""
+            await self.native.discard_stream()
+            return
+        await self.status.show(self._status_text())
 
     async def _finish(self, reply: Reply) -> None:
         if reply.error:
@@ -194,6 +235,7 @@ class _SurfaceTurn:
 
     async def _crashed(self) -> None:
         log.exception("request %s failed", self.rid)
+        await asyncio.wait([self.opening])  # one status message: the one being posted
         sorry = self.renderer.failed(self.renderer.sorry(self.rid), self.board.tasks, self.limit)
         await self.status.close(sorry)
 
