@@ -9,6 +9,7 @@ separate, explicit step (``python -m bot discord sync``).  The client is an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterator
@@ -147,6 +148,9 @@ class DiscordBot(discord.AutoShardedClient):
         self.config = config
         self._sync_dev_guilds = sync_dev_guilds
         self._session: aiohttp.ClientSession | None = None
+        # Interactions this process is deferring (by id): their turns may
+        # start meanwhile; nothing is posted to one before its defer is done.
+        self.deferring: dict[str, asyncio.Future[Any]] = {}
         self.tree = BotTree(self)
         install(self.tree)
 
@@ -155,6 +159,13 @@ class DiscordBot(discord.AutoShardedClient):
         if self._agent is None:
             raise RuntimeError("this client was built only to sync commands; it has no agent")
         return self._agent
+
+    async def deferred(self, interaction_id: str) -> None:
+        """Until this process's defer of the interaction, if one is in flight,
+        is over (done or failed: the caller's next call finds out which)."""
+        deferring = self.deferring.get(interaction_id)
+        if deferring is not None and not deferring.done():
+            await asyncio.wait([deferring])
 
     @property
     def http_session(self) -> aiohttp.ClientSession:

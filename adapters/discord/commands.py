@@ -4,9 +4,11 @@ from :mod:`adapters.discord.admin`).
 Every command that may be slow defers *first* (nothing but in-memory checks
 before it), so Discord's 3-second deadline is never at risk; ``/ask`` records
 the request as a durable job (one insert, given at most ``ACCEPT_WITHIN``
-seconds) just before, so no deferred request is lost to a restart.  Access
-and declared attachment sizes are checked before the defer because they cost
-microseconds and let a refusal be ephemeral straight away.
+seconds) just before, so no deferred request is lost to a restart, and its
+turn starts while the defer is in flight (nothing is posted to the
+interaction before the defer is done: :func:`~adapters.discord.interactions.defer_and_process`).
+Access and declared attachment sizes are checked before the defer because
+they cost microseconds and let a refusal be ephemeral straight away.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import discord
 from discord import app_commands
 
 from adapters.chat import reports
-from adapters.chat.intake import process
 from adapters.chat.render import CANNOT_TAKE, ERROR_ICON
 from adapters.chat.text import split_text
 from adapters.discord import admin
@@ -31,6 +32,7 @@ from adapters.discord.interactions import (
     access_refusal,
     asked_by_admin,
     conversation_of,
+    defer_and_process,
     refuse,
     send_chunks,
 )
@@ -105,8 +107,7 @@ async def ask(
         log.exception("discord request %s: could not be recorded", rid)
         await refuse(interaction, CANNOT_TAKE)
         return
-    await interaction.response.defer(thinking=True)
-    await process(bot.agent, accepted, f"discord request {rid}")
+    await defer_and_process(interaction, accepted, f"discord request {rid}")
 
 
 @app_commands.command(

@@ -8,17 +8,19 @@ Every handler is typed ``discord.Interaction[DiscordBot]``, so
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, TypeAlias, TypeGuard
 
 import discord
 
+from adapters.chat.intake import process
 from adapters.chat.render import ERROR_ICON
 from adapters.chat.text import split_text
 from adapters.discord.access import is_admin
 from adapters.discord.places import channel_ids, conversation_key, role_ids
 from adapters.discord.surface import MESSAGE_LIMIT
-from core.types import ConversationKey
+from core.types import Accepted, ConversationKey
 
 if TYPE_CHECKING:
     from adapters.discord.client import DiscordBot
@@ -78,6 +80,28 @@ async def refuse(interaction: Inter, text: str) -> None:
         except discord.HTTPException:
             log.debug("could not delete the original response", exc_info=True)
     await interaction.followup.send(f"{ERROR_ICON} {text}", ephemeral=True)
+
+
+async def defer_and_process(interaction: Inter, accepted: Accepted, what: str) -> None:
+    """Acknowledge a recorded request ("thinking…") and run its job here.
+
+    The job is asked for at once, so its turn (the store, the planning call)
+    starts while the defer is in flight; the job's surface posts nothing to
+    the interaction before the defer is over (:meth:`DiscordBot.deferred`),
+    so no reply beats its defer.  A failed defer reaches the tree's error
+    handler, as before; its job answers in the channel (the interaction's
+    webhook has no message to edit)."""
+    bot = interaction.client
+    key = str(interaction.id)
+    deferring = asyncio.ensure_future(interaction.response.defer(thinking=True))
+    bot.deferring[key] = deferring
+    try:
+        await process(bot.agent, accepted, what)
+    finally:
+        if not deferring.done():
+            await asyncio.wait([deferring])
+        bot.deferring.pop(key, None)
+    await deferring  # its failure, if it failed
 
 
 async def send_chunks(

@@ -128,6 +128,8 @@ class DiscordSurface:
         if self._webhook is None or self._expires is None:
             return None
         if self._job.now() < self._expires - TOKEN_MARGIN:
+            # this process may still be deferring it: nothing goes before the defer
+            await self._bot.deferred(self._payload["interaction_id"])
             return self._webhook
         log.info(
             "job %s: the interaction token expires at %s; answering in the channel",
