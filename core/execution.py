@@ -46,7 +46,7 @@ from typing import Literal
 from core import telemetry
 from core.catalog import ModelInfo
 from core.errors import TaskCode, TaskFailed
-from core.experts.base import Expert, Prepares
+from core.experts.base import Expert, LooksUpAhead, Prepares
 from core.inputs import REF, HandleLoader, resolve_inputs
 from core.outputs import check_output_async
 from core.planning import PlannedTask
@@ -147,6 +147,13 @@ class Executor:
             if isinstance(backend, Prepares):
                 backend.prepare()
 
+    def look_up_ahead(self, task: str, model: ModelInfo) -> None:
+        """``task`` will run on ``model``: the backends that serve it and
+        look something up before a call start looking it up (returns at once)."""
+        for backend in self.router.backends_for(task, model):
+            if isinstance(backend, LooksUpAhead):
+                backend.look_up_ahead(task, model)
+
     async def run(
         self,
         plan: Sequence[PlannedTask],
@@ -178,6 +185,11 @@ class Executor:
         # What these tasks' outputs need loaded (codecs, drawing), loaded in a
         # thread while the first calls run, not after them (core.warmup).
         self.warmups.for_tasks(t.task for t in plan if t.id not in (finished_before or {}))
+        # Each task's first model's look-ups (the Hub's provider mapping) start
+        # now, not after the tasks it waits for have run.
+        for t in plan:
+            if t.id not in (finished_before or {}) and candidates.get(t.id):
+                self.look_up_ahead(t.task, candidates[t.id][0])
         graph = _Graph(
             self,
             plan,
@@ -516,6 +528,8 @@ class _Graph:
             self.models[i] = chosen
             if i in final.reasons:
                 self.reasons[i] = final.reasons[i]
+            if chosen and not same:  # a model of the choice, not the guess: look it up now
+                self.ex.look_up_ahead(t.task, chosen[0])
             running_on = self.guessing.get(i)
             if running_on is not None and (not chosen or chosen[0].id != running_on):
                 restart.append(i)

@@ -34,3 +34,15 @@ class Prepares(Protocol):
     def prepare(self) -> None:
         """Start it; return at once."""
         ...
+
+
+@runtime_checkable
+class LooksUpAhead(Protocol):
+    """A backend whose first call of a model asks a directory first (the
+    Hub's provider mapping) and can ask it ahead, once the plan is known."""
+
+    def look_up_ahead(self, task: str, model: ModelInfo) -> None:
+        """Start what a call of ``model`` on ``task`` would look up first, in
+        the background; return at once.  Its failures are dropped: the call
+        asks again and reports them."""
+        ...

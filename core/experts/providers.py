@@ -21,6 +21,15 @@ blocking Hub look-ups off the event loop:
   the client's caches.  Both are done once per model and task: the client
   keeps the Hub's answer for the life of the process, so the route found is
   kept too, and later calls go out without a thread hop.
+* :meth:`ProviderDirectory.look_up_ahead` does both for a task the plan
+  will run later, in the background, the moment the plan is known
+  (:class:`core.experts.base.LooksUpAhead`), so a chain's later steps do
+  not pay a Hub round trip after the previous step's model call.  A
+  look-up is never made twice at once: a call that comes while the same
+  look-up (ahead or not) is under way waits for it.  A look-up ahead
+  changes nothing by itself: its errors are dropped (a debug line), no
+  model is marked dead for them; the call that needs the answer asks
+  again and reports what it finds.
 * Models the service answered "not served" / "gone" for (404, 410, an
   unknown repo, no mapping) go on a skip list for the rest of the process
   (:meth:`ProviderDirectory.mark_dead`), with one log line: one dead model
@@ -31,8 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from huggingface_hub import constants
@@ -47,6 +57,8 @@ from huggingface_hub.inference._providers._common import _fetch_inference_provid
 from core.errors import TaskCode, TaskFailed
 
 log = logging.getLogger(__name__)
+K = TypeVar("K")
+T = TypeVar("T")
 
 DEFAULT_ROUTER = "https://router.huggingface.co"
 AUTO = "auto"
@@ -126,6 +138,10 @@ class ProviderDirectory:
         self._dead: dict[str, str] = {}  # model id -> why
         self._routes: dict[tuple[str, str, str], Route] = {}  # (task, model, wanted) -> route
         self._warm: set[tuple[str, str, str]] = set()  # (provider, client task, model) looked up
+        self._found: dict[str, list[Any]] = {}  # model id -> its mappings, as the Hub gave them
+        # the Hub look-ups under way (in a thread), shared by whoever needs the same one
+        self._fetching: dict[str, asyncio.Future[list[Any]]] = {}
+        self._warming: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
 
     # --- the skip list ------------------------------------------------------------
     def is_dead(self, model_id: str) -> bool:
@@ -160,16 +176,7 @@ class ProviderDirectory:
         if known is not None:
             return known
         mappings = await self._mappings(model_id)
-        wanted_task = client_task(task)
-        usable = [
-            m
-            for m in mappings
-            if m.task == wanted_task
-            and m.status != "error"
-            and client_serves(m.provider, task)
-            and (want == AUTO or m.provider == want)
-        ]
-        live = [m for m in usable if m.status == "live"] or usable
+        live = _live(task, want, mappings)
         if not live:
             providers = tuple(sorted({m.provider for m in mappings}))
             if want != AUTO:
@@ -194,21 +201,67 @@ class ProviderDirectory:
         key = (route.provider, client_task(task), model_id)
         if route.provider == AUTO or key in self._warm:
             return
-        helper = hub_providers.get_provider_helper(route.provider, client_task(task), model_id)  # type: ignore[arg-type]
-        await self._hub(model_id, lambda: helper._prepare_mapping_info(model_id))
-        self._warm.add(key)
+        await self._hub(model_id, self._warming_of(key))
 
     async def mappings(self, model_id: str) -> list[Any]:
         """The model's provider mappings from the Hub (cached; in a thread)."""
         return await self._mappings(model_id)
 
+    async def look_up_ahead(self, task: str, model_id: str, pinned: str | None) -> None:
+        """What :meth:`provider_for` and :meth:`warm` will ask the Hub for
+        ``model_id`` on ``task``, asked now (see the module doc).  Never
+        raises: a failure is the call's to find and report."""
+        want = self.wanted(pinned)
+        if (task in CHAT_TASKS and want == AUTO) or self.is_dead(model_id):
+            return
+        try:
+            route = self._routes.get((task, model_id, want))
+            if route is None:
+                found = self._found.get(model_id)
+                if found is None:
+                    found = await asyncio.shield(self._fetching_of(model_id))
+                live = _live(task, want, found)
+                if not live:
+                    return  # the call says why (and puts the model on the skip list)
+                route = Route(live[0].provider, live[0].provider_id)
+            key = (route.provider, client_task(task), model_id)
+            if key not in self._warm:
+                await asyncio.shield(self._warming_of(key))
+        except Exception as e:  # the call asks again and reports it
+            log.debug("looking %s up ahead for %s failed: %r", model_id, task, e)
+
     async def _mappings(self, model_id: str) -> list[Any]:
-        found = await self._hub(model_id, lambda: _fetch_inference_provider_mapping(model_id))
+        found = self._found.get(model_id)
+        if found is None:
+            found = await self._hub(model_id, self._fetching_of(model_id))
         return list(found)
 
-    async def _hub(self, model_id: str, call: Any) -> Any:
+    def _fetching_of(self, model_id: str) -> asyncio.Future[list[Any]]:
+        """The model's mapping look-up under way, else a new one (in a thread)."""
+
+        def fetch() -> list[Any]:
+            return list(_fetch_inference_provider_mapping(model_id))
+
+        def keep(found: list[Any]) -> None:
+            self._found[model_id] = found
+
+        return _shared(self._fetching, model_id, fetch, keep)
+
+    def _warming_of(self, key: tuple[str, str, str]) -> asyncio.Future[Any]:
+        """The client helper's own look-up for ``key`` under way, else a new one."""
+        provider, task, model_id = key
+
+        def prepare() -> Any:
+            helper = hub_providers.get_provider_helper(provider, task, model_id)  # type: ignore[arg-type]
+            return helper._prepare_mapping_info(model_id)
+
+        return _shared(self._warming, key, prepare, lambda _: self._warm.add(key))
+
+    async def _hub(self, model_id: str, running: asyncio.Future[Any]) -> Any:
+        """What the look-up ``running`` found, its failure as a :class:`TaskFailed`."""
         try:
-            return await asyncio.to_thread(call)
+            # shielded: a caller that stops waiting leaves it to the others
+            return await asyncio.shield(running)
         except RepositoryNotFoundError as e:
             if isinstance(e, GatedRepoError):
                 raise TaskFailed(TaskCode.MODEL_GATED, retryable=True, model=model_id) from e
@@ -227,3 +280,47 @@ class ProviderDirectory:
         except (OSError, httpx2.HTTPError) as e:
             cause = type(e).__name__
             raise TaskFailed(TaskCode.HUB_LOOKUP_UNREACHABLE, model=model_id, cause=cause) from e
+
+
+def _live(task: str, want: str, mappings: list[Any]) -> list[Any]:
+    """The mappings a call of ``task`` may name, the best first: live ones
+    (else staging ones) of a provider the client serves ``task`` on, and
+    the wanted provider's only, unless it is ``auto``."""
+    wanted_task = client_task(task)
+    usable = [
+        m
+        for m in mappings
+        if m.task == wanted_task
+        and m.status != "error"
+        and client_serves(m.provider, task)
+        and (want == AUTO or m.provider == want)
+    ]
+    return [m for m in usable if m.status == "live"] or usable
+
+
+def _shared(
+    table: dict[K, asyncio.Future[T]],
+    key: K,
+    call: Callable[[], T],
+    on_success: Callable[[T], None],
+) -> asyncio.Future[T]:
+    """``call`` run in a thread, once at a time per ``key``: the one under
+    way in ``table``, else a new one, listed until it ends.  ``on_success``
+    runs with what it returns, before anyone waiting is woken."""
+    running = table.get(key)
+    if running is not None:
+        return running
+    running = asyncio.ensure_future(asyncio.to_thread(call))
+    table[key] = running
+
+    def ended(done: asyncio.Future[T]) -> None:
+        if table.get(key) is done:
+            del table[key]
+        if done.cancelled():
+            return
+        error = done.exception()  # read, so that nobody waiting is not an error
+        if error is None:
+            on_success(done.result())
+
+    running.add_done_callback(ended)
+    return running

@@ -161,6 +161,7 @@ class RemoteExpert:
         self._clients: dict[str, _InferenceClient] = {}
         self._session: httpx2.AsyncClient | None = None  # only for _post
         self._sessions = _Sessions()
+        self._ahead: set[asyncio.Task[None]] = set()  # look-ups started ahead, still running
 
     # --- what can run -------------------------------------------------------------
     @property
@@ -222,6 +223,21 @@ class RemoteExpert:
         Returns at once; does nothing once a client has its session."""
         if not any(c._async_client is not None for c in self._clients.values()):
             self._sessions.prepare()
+
+    def look_up_ahead(self, task: str, model: ModelInfo) -> None:
+        """Start, in the background, the Hub look-ups a call of ``model`` on
+        ``task`` through Inference Providers makes first (its provider
+        mapping and the client's own), so the call finds them made or under
+        way (:meth:`ProviderDirectory.look_up_ahead`).  Nothing for a model
+        on a task-API URL, or one the router picks the provider for."""
+        if self.url_for(model) is not None or task not in SERVED_TASKS:
+            return
+        ahead = asyncio.get_running_loop().create_task(
+            self.directory.look_up_ahead(task, model.id, model.provider),
+            name=f"look-up-ahead-{model.id}",
+        )
+        self._ahead.add(ahead)
+        ahead.add_done_callback(self._ahead.discard)
 
     # --- running ------------------------------------------------------------------
     async def run(self, task: str, model: ModelInfo, inputs: TaskInputs) -> TaskResult:
@@ -293,6 +309,11 @@ class RemoteExpert:
         return client
 
     async def aclose(self) -> None:
+        ahead = list(self._ahead)
+        for task in ahead:
+            task.cancel()
+        if ahead:
+            await asyncio.wait(ahead)
         for client in self._clients.values():
             await client.stop_opening()
             await client.close()  # type: ignore[no-untyped-call]

@@ -87,6 +87,9 @@ class FakeHFService:
         self.transcribe: Callable[[bytes | None], str] = lambda _audio: "hello world"
         self.pending_polls = 0  # queue polls answering "in progress" before "done"
         self.check_auth = True  # router: 401 unless the Bearer token is valid
+        # Awaited (on the service's loop) before a router call is answered: hold it.
+        self.hold: Callable[[RouterCall], Awaitable[None]] | None = None
+        self.hub_delay = 0.0  # seconds before each Hub model request is answered
         # Records.
         self.calls: list[RouterCall] = []
         self.hub_queries: list[HubQuery] = []
@@ -320,6 +323,8 @@ class FakeHFService:
             return web.json_response({"error": INVALID_TOKEN}, status=401)
         if call.hub_id is None:
             return None
+        if self.hold is not None:
+            await self.hold(call)
         if seconds := self._delays.get(call.hub_id):
             await self._sleep(seconds)
         if failure := self._take(self._failures.get(call.hub_id, []), provider):
