@@ -62,6 +62,7 @@ T = TypeVar("T")
 
 DEFAULT_ROUTER = "https://router.huggingface.co"
 AUTO = "auto"
+HF_INFERENCE = "hf-inference"
 
 # The client task our task is called with on Inference Providers.  The chat
 # tasks and the vision-language ones go through chat completion.
@@ -207,13 +208,38 @@ class ProviderDirectory:
         """The model's provider mappings from the Hub (cached; in a thread)."""
         return await self._mappings(model_id)
 
-    async def look_up_ahead(self, task: str, model_id: str, pinned: str | None) -> None:
+    def start(
+        self, task: str, model_id: str, pinned: str | None, providers: tuple[str, ...] = ()
+    ) -> None:
+        """Start the Hub look-ups :meth:`provider_for` and :meth:`warm` will
+        wait for (returns at once).  On hf-inference the client's own
+        look-up (the model's pipeline tag) does not need the mapping: when
+        the route can only be hf-inference (pinned, or the only provider the
+        catalog lists that serves ``task``), both are asked at once, not one
+        after the other.  A look-up started here and not needed (the route
+        was another provider after all) is one Hub request, and its
+        failure is nobody's."""
+        want = self.wanted(pinned)
+        if (task in CHAT_TASKS and want == AUTO) or (task, model_id, want) in self._routes:
+            return
+        if model_id not in self._found:
+            self._fetching_of(model_id)
+        served = {p for p in providers if client_serves(p, task)}
+        only = want if want != AUTO else (served.pop() if len(served) == 1 else None)
+        key = (HF_INFERENCE, client_task(task), model_id)
+        if only == HF_INFERENCE and client_serves(HF_INFERENCE, task) and key not in self._warm:
+            self._warming_of(key)
+
+    async def look_up_ahead(
+        self, task: str, model_id: str, pinned: str | None, providers: tuple[str, ...] = ()
+    ) -> None:
         """What :meth:`provider_for` and :meth:`warm` will ask the Hub for
         ``model_id`` on ``task``, asked now (see the module doc).  Never
         raises: a failure is the call's to find and report."""
         want = self.wanted(pinned)
         if (task in CHAT_TASKS and want == AUTO) or self.is_dead(model_id):
             return
+        self.start(task, model_id, pinned, providers)
         try:
             route = self._routes.get((task, model_id, want))
             if route is None:

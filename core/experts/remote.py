@@ -233,7 +233,7 @@ class RemoteExpert:
         if self.url_for(model) is not None or task not in SERVED_TASKS:
             return
         ahead = asyncio.get_running_loop().create_task(
-            self.directory.look_up_ahead(task, model.id, model.provider),
+            self.directory.look_up_ahead(task, model.id, model.provider, model.providers),
             name=f"look-up-ahead-{model.id}",
         )
         self._ahead.add(ahead)
@@ -253,6 +253,7 @@ class RemoteExpert:
                     await client.open()  # the session and the headers, built off the loop
                     call = _Call(client, url, model.id, task, inputs, self._post)
                     return await self._call(handler, call)
+                self.directory.start(task, model.id, model.provider, model.providers)
                 route = await self.directory.provider_for(task, model.id, model.provider)
                 await self.directory.warm(task, model.id, route)
                 handler = _PROVIDER_HANDLERS.get(task) or _HANDLERS[task]

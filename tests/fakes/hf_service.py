@@ -90,6 +90,7 @@ class FakeHFService:
         # Awaited (on the service's loop) before a router call is answered: hold it.
         self.hold: Callable[[RouterCall], Awaitable[None]] | None = None
         self.hub_delay = 0.0  # seconds before each Hub model request is answered
+        self.hub_hold: Callable[[HubQuery], Awaitable[None]] | None = None  # ... awaited first
         # Records.
         self.calls: list[RouterCall] = []
         self.hub_queries: list[HubQuery] = []

@@ -92,6 +92,8 @@ def record(request: web.Request, into: list[HubQuery]) -> HubQuery:
 def hub_app(svc: FakeHFService) -> web.Application:
     async def model_info(request: web.Request) -> web.Response:
         query = record(request, svc.hub_queries)
+        if svc.hub_hold is not None:
+            await svc.hub_hold(query)
         if svc.hub_delay:  # a round trip to the real Hub
             await svc._sleep(svc.hub_delay)
         if failure := svc.take_hub_failure():

@@ -25,7 +25,7 @@ from core.routing import ExpertRouter
 from core.tasks import TaskTimeouts
 from core.types import TaskStatus
 from tests.fakes.clock import FakeClock
-from tests.fakes.hf_service import FakeHFService, RouterCall
+from tests.fakes.hf_service import FakeHFService, HubQuery, RouterCall
 from tests.said import raises_saying
 
 TOKEN = "hf_test_token"
@@ -187,3 +187,32 @@ async def test_nothing_is_looked_up_ahead_for_a_task_api_url_or_routed_chat(
         await hosted.aclose()
         await routed.aclose()
     assert svc.hub_queries == []
+
+
+async def test_on_hf_inference_the_two_hub_lookups_go_out_together(
+    svc: FakeHFService, expert: RemoteExpert
+) -> None:
+    # The client's hf-inference helper asks the Hub for the model's pipeline
+    # tag after the mapping; it does not need the mapping, so both are asked
+    # at once when hf-inference is the only provider the catalog lists.
+    svc.add_model(
+        "org/summer", "summarization", mappings={"hf-inference": ("org/summer", "summarization")}
+    )
+    model = ModelInfo("org/summer", "summarization", providers=("hf-inference",))
+    together: list[bool] = []
+
+    def asked() -> int:
+        return len([q for q in svc.hub_queries if q.path == f"/api/models/{model.id}"])
+
+    async def hold_until_both(query: HubQuery) -> None:
+        for _ in range(500):
+            if asked() >= 2:
+                break
+            await asyncio.sleep(0.01)
+        together.append(asked() >= 2)
+
+    svc.hub_hold = hold_until_both
+    result = await expert.run("summarization", model, TaskInputs(text="a long text"))
+    assert result.text
+    assert together == [True, True]  # neither was answered before the other arrived
+    assert len(mapping_lookups(svc, model.id)) == 1
