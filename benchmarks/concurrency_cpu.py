@@ -18,16 +18,21 @@ timed ones (listening to the engine's events costs CPU of its own).
 
 ``--profile PATH``: the job-queue loop again under the CPU-time sampler
 (:mod:`benchmarks.cpu_sampler`), its report in ``PATH.<store>.txt`` and
-the raw stacks in ``PATH.<store>.stacks``, summarised here by the
+the raw stacks in ``PATH.<store>.stacks`` (with ``--burst``, a burst too:
+``PATH.<store>.burst.txt``), summarised here by the
 component whose code was running (a C function counts as its caller's):
 the openai SDK, httpx2, aiohttp, SQLAlchemy, the drivers, pydantic, json,
 the event loop, logging, the project's modules; samples taken while the
 loop waited in ``epoll`` are other threads' CPU (SQLite's) and the kernel.
 
 ``--callgrind``: run under ``valgrind --tool=callgrind --instr-atstart=no``
-to count the instructions of the timed sequential loops alone (``callgrind_control``
-turns counting on and off around them): a figure the machine's load does
-not move, unlike CPU time (the kernel's work is not in it).
+to count the instructions of the timed loops alone (``callgrind_control``
+turns counting on and off around them, and dumps each loop's counts as a
+part of its own: ``callgrind.out.<pid>.1``, ``.2``…, in the loops' order,
+each naming its loop; its ``totals:`` line is the loop's instructions): a
+figure the machine's load does not move, unlike CPU time (the kernel's work
+is not in it).  With ``--burst``, the burst is a part too (under valgrind a
+burst of 50 fits its 240 s).
 """
 
 from __future__ import annotations
@@ -187,12 +192,15 @@ async def burst(adapter: BenchAdapter, tag: str, n: int) -> list[Run]:
     return list(await asyncio.gather(*(timed_job(adapter, r, within=240) for r in reqs)))
 
 
-def instrument(on: bool, state: str) -> None:
+def instrument(on: bool, state: str, part: str | None = None) -> None:
     """Under ``valgrind --tool=callgrind --instr-atstart=no``: count
     instructions only inside the measured loop (a figure the machine's load
-    does not change, unlike CPU time)."""
+    does not change, unlike CPU time); with ``part``, dump the counts so far
+    as a part of their own named ``part``."""
     if on:
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+        if part is not None:
+            subprocess.run(["callgrind_control", f"--dump={part}", str(os.getpid())], check=True)
 
 
 def line(
@@ -226,7 +234,7 @@ async def measure(label: str, urls: FakeURLs, db_url: str | None, tmp: Path, a: 
             c0 = time.process_time()
             runs = await sequential(agent, ad, f"{what[0]}{label}", a.requests)
             cpu = time.process_time() - c0
-            instrument(a.callgrind, "off")
+            instrument(a.callgrind, "off", f"{label} {what}, {a.requests} requests")
             # counted apart: listening to the engine's events costs CPU of its own
             with counting(agent.repo.db.engine) as counter:
                 await sequential(agent, ad, f"n{what[0]}{label}", COUNTED)
@@ -235,9 +243,11 @@ async def measure(label: str, urls: FakeURLs, db_url: str | None, tmp: Path, a: 
                 for sql, k in counter.kinds.most_common():
                     print(f"      {k / COUNTED:5.2f}  {sql}")
         if a.burst:
+            instrument(a.callgrind, "on")
             c0, t0 = time.process_time(), time.perf_counter()
             runs = await burst(adapter, f"b{label}", a.burst)
             cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            instrument(a.callgrind, "off", f"{label} {a.burst} at once")
             with counting(agent.repo.db.engine) as counter:
                 await burst(adapter, f"nb{label}", a.burst)
             print(
@@ -246,21 +256,33 @@ async def measure(label: str, urls: FakeURLs, db_url: str | None, tmp: Path, a: 
                 flush=True,
             )
         if a.profile:
-            sampler = CpuSampler(interval=0.0005)
-            sampler.start()
-            try:
-                await sequential(agent, adapter, f"p{label}", a.requests)
-            finally:
-                sampler.stop()
-            path = Path(f"{a.profile}.{label}.txt")
-            sampler.write(path)
-            with path.with_suffix(".stacks").open("w", encoding="utf-8") as f:
-                for stack, k in sampler.stacks.items():  # collapsed: frames;…;frames count
-                    f.write(";".join(stack) + f" {k}\n")
-            print(f"  profile ({path}; CPU-time samples by the component running):")
-            for name, share in by_component(sampler):
-                if share >= 0.005:
-                    print(f"    {100 * share:5.1f} %  {name}")
+            loops: list[tuple[str, Any]] = [("sequential", None)]
+            if a.burst:
+                loops.append(("burst", a.burst))
+            for what, n in loops:
+                sampler = CpuSampler(interval=0.0005)
+                sampler.start()
+                try:
+                    if n is None:
+                        await sequential(agent, adapter, f"p{label}", a.requests)
+                    else:
+                        await burst(adapter, f"pb{label}", n)
+                finally:
+                    sampler.stop()
+                name = label if n is None else f"{label}.burst"
+                report(sampler, Path(f"{a.profile}.{name}.txt"), what)
+
+
+def report(sampler: CpuSampler, path: Path, what: str) -> None:
+    """Write a profile's report and raw stacks, and print it by component."""
+    sampler.write(path)
+    with path.with_suffix(".stacks").open("w", encoding="utf-8") as f:
+        for stack, k in sampler.stacks.items():  # collapsed: frames;…;frames count
+            f.write(";".join(stack) + f" {k}\n")
+    print(f"  profile, {what} ({path}; CPU-time samples by the component running):")
+    for name, share in by_component(sampler):
+        if share >= 0.005:
+            print(f"    {100 * share:5.1f} %  {name}")
 
 
 async def main(a: Any) -> None:

@@ -256,14 +256,20 @@ async def mark_saved(
     return _summary(cp)
 
 
-def _settle(w: _Write, rows: int) -> None:
+def _settle(w: _Write | _Accept, outcome: Any) -> None:
     if not w.done.done():  # its caller may have gone (cancelled): the write stands
-        w.done.set_result(rows)
+        w.done.set_result(outcome)
 
 
-def _fail(w: _Write, exc: BaseException) -> None:
+def _fail(w: _Write | _Accept, exc: BaseException) -> None:
     if not w.done.done():
         w.done.set_exception(exc)
+
+
+def _clash(w: _Write | _Accept, exc: StoreRejected) -> bool:
+    """An accept refused for its dedup key: another process recorded the
+    same event just now (run again, it finds that process's job)."""
+    return isinstance(w, _Accept) and unique_violation(exc.__cause__ or exc)
 
 
 # Accepting and finishing (once per request each): built once, values bound.
@@ -296,23 +302,40 @@ class _Write:
     done: asyncio.Future[int]  # the rows it changed (0: the lease is not held)
 
 
+@dataclass(slots=True)
+class _Accept:
+    """One request to record, waiting for the next shared transaction."""
+
+    values: dict[str, Any]  # the row's columns
+    done: asyncio.Future[AcceptedRow]
+
+
+# PostgreSQL: the conversations' advisory locks of a batch of accepts, in
+# the order given (sorted), in one statement.
+_LOCK_CONVERSATIONS = sa.text(
+    "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) AS k"
+)
+
+
 class JobStore:
     """The job table, through the repo's sessions (same engine, same SQLite write lock).
 
-    Checkpoints and finishes are *group-committed*: each is one guarded
-    ``UPDATE`` of one row, and those asked for while a transaction of them
-    is under way go together in the next one (on SQLite, one commit and one
-    disk sync for all).  A lone write goes at once; a caller returns when
-    the transaction holding its write has committed, and learns from its
-    own row count whether it still held the lease.  A value the database
-    refuses fails that transaction: each of its writes is then tried on its
-    own, so only the one at fault fails."""
+    Accepts, checkpoints and finishes are *group-committed*: a checkpoint
+    or a finish is one guarded ``UPDATE`` of one row, an accept one
+    ``INSERT`` (or the job its dedup key has), and those asked for while a
+    transaction of them is under way go together in the next one (on
+    SQLite, one commit and one disk sync for all).  A lone write goes at
+    once; a caller returns when the transaction holding its write has
+    committed, and learns its own outcome: its row (``fresh`` or not), or
+    from its row count whether it still held the lease.  A value the
+    database refuses fails that transaction: each of its writes is then
+    tried on its own, so only the one at fault fails."""
 
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
         self.dialect = repo.db.dialect
         self._claims: dict[_ClaimShape, Any] = {}
-        self._queued: list[_Write] = []
+        self._queued: list[_Write | _Accept] = []
         self._writer: asyncio.Task[None] | None = None
         # executemany's row count is the sum of its rows' (not on asyncpg)
         self._summed = self.dialect == "sqlite"
@@ -337,54 +360,56 @@ class JobStore:
     ) -> AcceptedRow:
         """Record a request (queued, reserved by ``owner``), or find the job
         its ``dedup_key`` already has.  ``upload_bytes``: its files' declared
-        sizes (admission weighs the job by them; see :meth:`claim`)."""
-        args = (kind, conversation, payload, request_id, dedup_key, owner, now, lease)
-        try:
-            return await self._accept(*args, max(0, upload_bytes))
-        except StoreRejected as exc:
-            if not unique_violation(exc.__cause__ or exc):
-                raise
-            # another process recorded the same event just now: find its job
-            return await self._accept(*args, max(0, upload_bytes))
+        sizes (admission weighs the job by them; see :meth:`claim`).
 
-    async def _accept(
-        self,
-        kind: str,
-        conversation: str,
-        payload: dict[str, Any],
-        request_id: str,
-        dedup_key: str | None,
-        owner: str,
-        now: datetime,
-        lease: float,
-        upload_bytes: int,
-    ) -> AcceptedRow:
-        conversation = _conversation(conversation)
-        async with self._session("record the request", write=True) as s:
-            if self.dialect == "postgresql":
-                # One conversation's jobs get ids in commit order.
-                key = zlib.crc32(conversation.encode()) - (1 << 31)
-                await s.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
-            if dedup_key is not None:
-                existing = (await s.execute(sa.select(_J).where(_C.dedup_key == dedup_key))).first()
-                if existing is not None:
-                    return AcceptedRow(_row(existing), fresh=False)
-            values = {
-                "kind": kind,
-                "dedup_key": dedup_key,
-                "conversation": conversation,
-                "request_id": request_id,
-                "state": QUEUED,
-                "payload": _clean(payload),
-                "lease_owner": owner,
-                "lease_expires": now + timedelta(seconds=lease),
-                "attempts": 0,
-                "upload_bytes": upload_bytes,
-                "created_at": now,
-                "updated_at": now,
-            }
-            row = (await s.execute(_ACCEPT, values)).one()
-            return AcceptedRow(_row(row), fresh=True)
+        Group-committed as checkpoints are (see the class): accepts asked for
+        while a transaction runs are inserted together in the next one, in
+        the order they were asked, each returning when it has committed."""
+        values = {
+            "kind": kind,
+            "dedup_key": dedup_key,
+            "conversation": _conversation(conversation),
+            "request_id": request_id,
+            "state": QUEUED,
+            "payload": _clean(payload),
+            "lease_owner": owner,
+            "lease_expires": now + timedelta(seconds=lease),
+            "attempts": 0,
+            "upload_bytes": max(0, upload_bytes),
+            "created_at": now,
+            "updated_at": now,
+        }
+        done: asyncio.Future[AcceptedRow] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Accept(values, done))
+        return await done
+
+    async def _accepts(self, s: Tx, accepts: list[_Accept]) -> list[AcceptedRow]:
+        """Insert ``accepts`` in order in the transaction ``s``; a known dedup
+        key (in the table, or earlier in ``accepts``) gives its job instead."""
+        if self.dialect == "postgresql":
+            # One conversation's jobs get ids in commit order: its lock is
+            # held until this transaction ends (taken in key order, so two
+            # processes' batches never wait on each other in a cycle).
+            keys = sorted(
+                {zlib.crc32(a.values["conversation"].encode()) - (1 << 31) for a in accepts}
+            )
+            await s.execute(_LOCK_CONVERSATIONS, {"keys": keys})
+        known: dict[str, JobRow] = {}
+        dedup = [a.values["dedup_key"] for a in accepts if a.values["dedup_key"] is not None]
+        if dedup:
+            for r in await s.execute(sa.select(*_C).where(_C.dedup_key.in_(dedup))):
+                known[r.dedup_key] = _row(r)
+        out: list[AcceptedRow] = []
+        for a in accepts:
+            key = a.values["dedup_key"]
+            if key is not None and key in known:
+                out.append(AcceptedRow(known[key], fresh=False))
+                continue
+            job = _row((await s.execute(_ACCEPT, a.values)).one())
+            if key is not None:
+                known[key] = job
+            out.append(AcceptedRow(job, fresh=True))
+        return out
 
     async def remember(
         self,
@@ -612,12 +637,16 @@ class JobStore:
         """Run one guarded single-row write in the next shared transaction
         (see the class); the rows it changed."""
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._queued.append(_Write(stmt, params, done))
+        self._enqueue(_Write(stmt, params, done))
+        return await done
+
+    def _enqueue(self, w: _Write | _Accept) -> None:
+        """Queue ``w`` for the next shared transaction (its ``done`` tells its outcome)."""
+        self._queued.append(w)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(
                 self._write_queued(), name="job-store-writes"
             )
-        return await done
 
     async def settle(self, *, cancel: bool = False) -> None:
         """Wait (up to 5 s) for the writes queued so far to end; with
@@ -636,20 +665,24 @@ class JobStore:
 
     async def _write_queued(self) -> None:
         """Write what is queued, a shared transaction at a time, until nothing is."""
-        batch: list[_Write] = []
+        batch: list[_Write | _Accept] = []
         try:
             while self._queued:
                 batch = self._queued[:GROUP_LIMIT]
                 del self._queued[:GROUP_LIMIT]
+                # an accept whose caller went away before its turn is not recorded
+                batch = [w for w in batch if isinstance(w, _Write) or not w.done.cancelled()]
+                if not batch:
+                    continue
                 try:
-                    counts = await self._write(batch)
+                    outcomes = await self._write(batch)
                 except StoreRejected as exc:
-                    if len(batch) == 1:
+                    if len(batch) == 1 and not _clash(batch[0], exc):
                         _fail(batch[0], exc)
                         continue
                     for w in batch:  # one of them is at fault: each on its own
                         try:
-                            _settle(w, (await self._write([w]))[0])
+                            _settle(w, await self._alone(w))
                         except Exception as one:
                             _fail(w, one)
                     continue
@@ -657,37 +690,58 @@ class JobStore:
                     for w in batch:
                         _fail(w, exc)
                     continue
-                for w, n in zip(batch, counts, strict=True):
-                    _settle(w, n)
+                for w, outcome in zip(batch, outcomes, strict=True):
+                    _settle(w, outcome)
         finally:  # cancelled (the loop is closing): nobody is left to write these
             for w in [*batch, *self._queued]:
                 _fail(w, StoreUnavailable("the store closed before this write"))
             self._queued.clear()
 
-    async def _write(self, batch: list[_Write]) -> list[int]:
-        """The writes of ``batch`` in one transaction; each one's row count.
-        Writes of one statement go as one ``executemany`` where the driver
-        sums their row counts: all held (the usual case) when the sum is
-        their number, else each is run again on its own (the same values:
-        a row written already is counted again, one not held is not)."""
+    async def _alone(self, w: _Write | _Accept) -> Any:
+        """``w`` in a transaction of its own; an accept whose dedup key another
+        process recorded in the meantime finds that process's job."""
+        try:
+            return (await self._write([w]))[0]
+        except StoreRejected as exc:
+            if not _clash(w, exc):
+                raise
+            return (await self._write([w]))[0]
+
+    async def _write(self, batch: list[_Write | _Accept]) -> list[Any]:
+        """The writes of ``batch`` in one transaction; each one's outcome (an
+        accept's :class:`AcceptedRow`, an update's row count).  Updates of
+        one statement go as one ``executemany`` where the driver sums their
+        row counts: all held (the usual case) when the sum is their number,
+        else each is run again on its own (the same values: a row written
+        already is counted again, one not held is not)."""
+        accepts = [w for w in batch if isinstance(w, _Accept)]
+        updates = [w for w in batch if isinstance(w, _Write)]
+        action = "checkpoint requests" if updates else "record the request"
+        async with self._session(action, write=True) as s:
+            accepted = await self._accepts(s, accepts) if accepts else []
+            counts = await self._updates(s, updates)
+        rows, done = iter(accepted), iter(counts)
+        return [next(rows) if isinstance(w, _Accept) else next(done) for w in batch]
+
+    async def _updates(self, s: Tx, batch: list[_Write]) -> list[int]:
+        """Run the updates of ``batch`` in ``s``; their row counts."""
         counts: list[int] = []
-        async with self._session("checkpoint requests", write=True) as s:
-            i = 0
-            while i < len(batch):
-                j = i + 1
-                while j < len(batch) and batch[j].stmt is batch[i].stmt:
-                    j += 1
-                run = batch[i:j]
-                if len(run) > 1 and self._summed:
-                    result = await s.execute(run[0].stmt, [w.params for w in run])
-                    if int(result.rowcount) == len(run):  # type: ignore[attr-defined]
-                        counts += [1] * len(run)
-                        i = j
-                        continue
-                for w in run:
-                    result = await s.execute(w.stmt, w.params)
-                    counts.append(int(result.rowcount))  # type: ignore[attr-defined]
-                i = j
+        i = 0
+        while i < len(batch):
+            j = i + 1
+            while j < len(batch) and batch[j].stmt is batch[i].stmt:
+                j += 1
+            run = batch[i:j]
+            if len(run) > 1 and self._summed:
+                result = await s.execute(run[0].stmt, [w.params for w in run])
+                if int(result.rowcount) == len(run):  # type: ignore[attr-defined]
+                    counts += [1] * len(run)
+                    i = j
+                    continue
+            for w in run:
+                result = await s.execute(w.stmt, w.params)
+                counts.append(int(result.rowcount))  # type: ignore[attr-defined]
+            i = j
         return counts
 
     async def set_status_ref(
