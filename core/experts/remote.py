@@ -65,6 +65,7 @@ from core.experts.providers import (
     VISION_CHAT_TASKS,
     ProviderDirectory,
     Route,
+    in_hosted_thread,
 )
 from core.experts.remote_args import csv_table, split_question, translation_args
 from core.experts.remote_outputs import (
@@ -391,7 +392,7 @@ class _Sessions:
         return await self._build()
 
     async def _build(self) -> httpx2.AsyncClient:
-        sdk_session, session = await asyncio.to_thread(_new_session)
+        sdk_session, session = await in_hosted_thread(_new_session)
         await sdk_session.aclose()  # never used: it opened no connection
         return session
 

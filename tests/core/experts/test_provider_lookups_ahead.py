@@ -9,7 +9,9 @@ arrives while the first step's model call is held open), never from timings.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -216,3 +218,32 @@ async def test_on_hf_inference_the_two_hub_lookups_go_out_together(
     assert result.text
     assert together == [True, True]  # neither was answered before the other arrived
     assert len(mapping_lookups(svc, model.id)) == 1
+
+
+async def test_lookups_do_not_wait_for_the_loops_default_threads(
+    svc: FakeHFService, expert: RemoteExpert
+) -> None:
+    # The client polls a queued job (fal-ai, wavespeed, together's videos) in
+    # a thread of the loop's default executor for the whole generation; with
+    # every one of those threads taken, a model's look-ups still go out, and
+    # a first call on hf-inference (its client's session built) still runs.
+    svc.add_model(
+        "org/summer", "summarization", mappings={"hf-inference": ("org/summer", "summarization")}
+    )
+    summer = ModelInfo("org/summer", "summarization", providers=("hf-inference",))
+    loop = asyncio.get_running_loop()
+    busy = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(busy)
+    release = threading.Event()
+    polling = loop.run_in_executor(None, release.wait)
+    try:
+        async with asyncio.timeout(10):  # a bound, not a measurement: stuck otherwise
+            await expert.directory.look_up_ahead("text-to-speech", SPEAKER.id, None)
+            route = await expert.directory.provider_for("text-to-speech", SPEAKER.id, None)
+            result = await expert.run("summarization", summer, TaskInputs(text="a long text"))
+        assert route.provider == "fal-ai" and result.text
+        assert not polling.done()
+    finally:
+        release.set()
+        await polling  # the loop shuts its default executor down as it closes
+    assert len(mapping_lookups(svc, SPEAKER.id)) == 1

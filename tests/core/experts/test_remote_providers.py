@@ -18,6 +18,7 @@ from PIL import Image
 from adapters.chat.messages import error_text
 from core.catalog import Catalog, ModelInfo
 from core.errors import TaskFailed
+from core.experts import providers, remote
 from core.experts.providers import SERVED_TASKS, configure
 from core.experts.remote import RemoteExpert
 from core.results import Blob, TaskInputs, TaskResult
@@ -192,12 +193,20 @@ async def test_a_models_route_is_found_once_then_calls_go_out_without_a_thread_h
 ) -> None:
     hops: list[str] = []
     real = asyncio.to_thread
+    real_hosted = providers.in_hosted_thread
 
     async def counted(func: Any, /, *args: Any, **kwargs: Any) -> Any:
         hops.append(getattr(func, "__qualname__", repr(func)))
         return await real(func, *args, **kwargs)
 
+    async def counted_hosted(func: Any) -> Any:
+        hops.append(getattr(func, "__qualname__", repr(func)))
+        return await real_hosted(func)
+
     monkeypatch.setattr(asyncio, "to_thread", counted)
+    # the Hub look-ups and the session, on the hosted calls' own threads
+    monkeypatch.setattr(providers, "in_hosted_thread", counted_hosted)
+    monkeypatch.setattr(remote, "in_hosted_thread", counted_hosted)
     model = next(m for m in Catalog.load().models("summarization") if m.providers)
     await expert.run("summarization", model, inputs_for("summarization"))
     first = list(hops)
