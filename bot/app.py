@@ -7,6 +7,7 @@ and the CLI build the same object graph a deployment runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -30,6 +31,7 @@ from core.store.media import MediaStore
 from core.store.repo import Repo
 from core.tasks import TaskTimeouts
 from core.telemetry import serving
+from core.threads import wait_in_many_threads
 
 if TYPE_CHECKING:  # imported where used: only the command that runs a platform loads it
     from adapters.discord.config import DiscordConfig
@@ -179,6 +181,10 @@ async def open_store(settings: Settings) -> AsyncIterator[tuple[Database, Repo, 
 
 @asynccontextmanager
 async def open_agent(settings: Settings) -> AsyncIterator[Agent]:
+    # The libraries' blocking waits (the Hub client polls a provider's queue
+    # in the loop's default executor for a whole generation) get threads
+    # sized for waiting; the bot's own work has its own (core.threads).
+    wait_in_many_threads(asyncio.get_running_loop())
     async with AsyncExitStack() as stack:
         # /metrics when METRICS_PORT is set; spans when OTEL_EXPORTER_OTLP_ENDPOINT is
         stack.enter_context(

@@ -55,6 +55,7 @@ from core.result_cache import Cached, ResultCache
 from core.results import TaskInputs, TaskResult
 from core.routing import ExpertRouter
 from core.tasks import AUDIO, TEXT, VIDEO, TaskTimeouts
+from core.threads import work
 from core.types import TaskError, TaskState, TaskStatus, terse_errors
 from core.warmup import PROCESS, Warmups
 
@@ -257,7 +258,7 @@ class Executor:
                             # A 200 with an error page, or audio that is a picture, is a failure.
                             await check_output_async(t.task, model.id, result)
                     out.result = (  # boxes and masks are drawn on the input image
-                        await asyncio.to_thread(enrich, t.task, inputs, result)
+                        await work(enrich, t.task, inputs, result)
                         if draws(t.task, inputs, result)
                         else result
                     )
@@ -408,7 +409,7 @@ class _Graph:
         if ran:
             if out.result is not None and any(b.kind in (AUDIO, VIDEO) for b in out.result.media):
                 # re-encoded for people as it is stored (later tasks had the model's own)
-                out.result = await asyncio.to_thread(deliverable, out.result)
+                out.result = await work(deliverable, out.result)
             if out.status is TaskStatus.DONE and self.save_result is not None:
                 out.result = await self.save_result(out)
             if self.on_finished is not None:

@@ -6,9 +6,8 @@ bytes say.  (A stored file's bytes are read through the agent,
 
 from __future__ import annotations
 
-import asyncio
-
 from core.mediatypes import sniff
+from core.threads import work
 
 
 async def fit_image(data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
@@ -18,7 +17,7 @@ async def fit_image(data: bytes, max_bytes: int) -> tuple[bytes, str] | None:
     from core.experts.images import fit_image as fit  # numpy: not at start-up (the CLI)
 
     try:
-        return await asyncio.to_thread(fit, data, max_bytes)
+        return await work(fit, data, max_bytes)
     except ValueError:  # not an image, or cannot be made that small
         return None
 

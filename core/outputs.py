@@ -32,7 +32,6 @@ and numbers or a small picture (a thread hop costs more than checking those).
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
@@ -45,6 +44,7 @@ from core.errors import TaskCode, TaskFailed
 from core.mediatypes import HTML, MediaType, TooManyPixels, describe, sniff, verify_image
 from core.results import Blob, TaskResult
 from core.tasks import AUDIO, IMAGE, TASKS, TEXT, VIDEO
+from core.threads import work
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ async def check_output_async(task: str, model_id: str, result: TaskResult) -> No
     pictures += [s.mask for s in result.segments if s.mask]
     heavy = any(b.kind != IMAGE for b in result.media)
     if heavy or sum(map(len, pictures)) > INLINE_IMAGE_BYTES or not all(map(_small, pictures)):
-        await asyncio.to_thread(check_output, task, model_id, result)
+        await work(check_output, task, model_id, result)
     else:
         check_output(task, model_id, result)
 

@@ -8,7 +8,6 @@ store and its job's checkpoint summary (:class:`core.turn_state.TurnState`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -29,6 +28,7 @@ from core.selection import Selection
 from core.server_settings import AppliedSettings
 from core.stages import Deps, llm_stage, plan_request, select
 from core.store.handles import allocate_handle
+from core.threads import work
 from core.turn_state import load_state
 from core.types import (
     ConversationKey,
@@ -105,7 +105,7 @@ async def _preview(
     handles = {h: r.kind for h, r in history.resources.items()}
     for a in request.attachments:
         # Decoding is CPU-bound: off the event loop, like the uploads of a turn.
-        checked = await asyncio.to_thread(
+        checked = await work(
             inspect_attachment,
             a.name,
             a.mime,

@@ -17,13 +17,13 @@ never cached: asking for one again means wanting another take.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from core.results import Blob, TaskInputs, TaskResult
+from core.threads import work
 
 # Each run of these gives a new picture, clip or text: asking again means "another one".
 FRESH_EACH_TIME = frozenset(
@@ -131,7 +131,7 @@ class ResultCache:
 
 async def _digest(blob: Blob) -> str:
     if len(blob.data) > _HASH_OFF_LOOP:
-        return await asyncio.to_thread(lambda: hashlib.sha256(blob.data).hexdigest())
+        return await work(lambda: hashlib.sha256(blob.data).hexdigest())
     return hashlib.sha256(blob.data).hexdigest()
 
 

@@ -11,7 +11,6 @@ answer name it by handle.  The database rows are written once, at the end.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from core.server_settings import AppliedSettings
 from core.store.handles import allocate_handle
 from core.store.media import MediaStore
 from core.store.repo import History
+from core.threads import work
 from core.turn_state import TurnState
 from core.types import PlanNote, Request, Resource, TaskRecord, TaskState, Usage
 
@@ -97,7 +97,7 @@ class Turn:
         history: a turn runs it while its history loads."""
         checked = []
         for a in self.request.attachments:
-            mt = await asyncio.to_thread(
+            mt = await work(
                 inspect_attachment,
                 a.name,
                 a.mime,

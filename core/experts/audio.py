@@ -1,7 +1,7 @@
 """Audio decoding and encoding the experts share (soundfile, PyAV, NumPy).
 
 Pure, CPU-bound functions: callers run them in a worker thread
-(``asyncio.to_thread``).  Encoders return bytes so results can go straight
+(``core.threads.work``).  Encoders return bytes so results can go straight
 into a :class:`core.results.Blob` or the store.  Unreadable input raises
 ``ValueError``.
 """

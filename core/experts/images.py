@@ -1,7 +1,7 @@
 """Image post-processing the experts and adapters share (Pillow, NumPy).
 
 Pure, CPU-bound functions: callers run them in a worker thread
-(``asyncio.to_thread``).  Everything takes and returns bytes so results can go
+(``core.threads.work``).  Everything takes and returns bytes so results can go
 straight into a :class:`core.results.Blob` or the store.  Unreadable input
 raises ``ValueError``.
 """

@@ -36,6 +36,7 @@ from core.experts.local_direct import DIRECT_ADAPTERS
 from core.experts.local_hub import HubWeights, Where, hub_snapshot, is_model_dir
 from core.experts.local_tasks import PIPELINE_ADAPTERS, Adapter, LoadContext
 from core.results import TaskInputs, TaskResult
+from core.threads import work
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ class LocalExpert:
             async with lock:
                 pipe = await self._get(key, model, path)
                 started = time.perf_counter()
-                result = await asyncio.to_thread(adapter.run, pipe, inputs)
+                result = await work(adapter.run, pipe, inputs)
                 log.info(
                     "local %s with %s ran in %.2fs", task, model.id, time.perf_counter() - started
                 )
@@ -254,7 +255,7 @@ class LocalExpert:
         )
         started = time.perf_counter()
         try:
-            pipe = await asyncio.to_thread(ADAPTERS[key[0]].load, path, ctx)
+            pipe = await work(ADAPTERS[key[0]].load, path, ctx)
         except TaskFailed:
             raise
         except Exception as exc:
@@ -272,7 +273,7 @@ class LocalExpert:
             evicted.append(self._cache.pop(old_key))
             log.info("local: evicted %s (%s)", old_key[1], old_key[0])
         if evicted:
-            await asyncio.to_thread(self._free, evicted)
+            await work(self._free, evicted)
         return pipe
 
     def _free(self, evicted: list[Any]) -> None:
@@ -289,4 +290,4 @@ class LocalExpert:
         self._cache.clear()
         self._locks.clear()
         if evicted:
-            await asyncio.to_thread(self._free, evicted)
+            await work(self._free, evicted)

@@ -40,11 +40,8 @@ blocking Hub look-ups off the event loop:
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -59,26 +56,11 @@ from huggingface_hub.inference import _providers as hub_providers
 from huggingface_hub.inference._providers._common import _fetch_inference_provider_mapping
 
 from core.errors import TaskCode, TaskFailed
+from core.threads import in_hosted_thread
 
 log = logging.getLogger(__name__)
 K = TypeVar("K")
 T = TypeVar("T")
-
-# Threads of their own for the short blocking work in front of a hosted call
-# (the Hub look-ups here, a client's session in core.experts.remote), not the
-# event loop's default executor: that one has min(32, cores + 4) threads,
-# which the client's provider polls (fal-ai's queue, wavespeed, together's
-# videos) hold for a whole generation each; work queued behind them waited
-# as long.
-HOSTED_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hosted")
-
-
-async def in_hosted_thread(call: Callable[[], T]) -> T:
-    """``call`` in a thread of :data:`HOSTED_THREADS` (as ``asyncio.to_thread``:
-    the caller's context variables with it)."""
-    work = functools.partial(contextvars.copy_context().run, call)
-    return await asyncio.get_running_loop().run_in_executor(HOSTED_THREADS, work)
-
 
 DEFAULT_ROUTER = "https://router.huggingface.co"
 AUTO = "auto"
@@ -350,7 +332,7 @@ def _shared(
     call: Callable[[], T],
     on_success: Callable[[T], None],
 ) -> asyncio.Future[T]:
-    """``call`` run in a thread of :data:`HOSTED_THREADS`, once at a time per
+    """``call`` run in a thread of :data:`core.threads.HOSTED_THREADS`, once at a time per
     ``key``: the one under way in ``table``, else a new one, listed until it
     ends.  ``on_success`` runs with what it returns, before anyone waiting
     is woken."""

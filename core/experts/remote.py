@@ -65,7 +65,6 @@ from core.experts.providers import (
     VISION_CHAT_TASKS,
     ProviderDirectory,
     Route,
-    in_hosted_thread,
 )
 from core.experts.remote_args import csv_table, split_question, translation_args
 from core.experts.remote_outputs import (
@@ -80,6 +79,7 @@ from core.experts.remote_outputs import (
 from core.http_client import like
 from core.results import Answer, Box, Entity, Segment, TaskInputs, TaskResult
 from core.tasks import TaskTimeouts
+from core.threads import in_hosted_thread, work
 from core.types import TaskError
 
 log = logging.getLogger(__name__)
@@ -613,7 +613,7 @@ async def _image_segmentation(c: _Call) -> TaskResult:
     out = await c.client.image_segmentation(c.image(), model=c.target)
     segments = []
     for e in as_list(out):
-        mask, _ = await asyncio.to_thread(encode_image, e.mask)
+        mask, _ = await work(encode_image, e.mask)
         segments.append(Segment(str(e.label), None if e.score is None else float(e.score), mask))
     return TaskResult(segments=tuple(segments))
 
@@ -641,7 +641,7 @@ async def _object_detection(c: _Call) -> TaskResult:
 
 async def _depth_estimation(c: _Call) -> TaskResult:
     raw = await c.post(c.target, c.image())
-    return await asyncio.to_thread(read_depth, raw)  # a big JSON map: parse off the loop
+    return await work(read_depth, raw)  # a big JSON map: parse off the loop
 
 
 async def _text_to_video(c: _Call) -> TaskResult:

@@ -9,7 +9,6 @@ expert turns those into :class:`core.errors.TaskFailed`.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
@@ -20,6 +19,7 @@ from PIL import Image
 from core.mediatypes import sniff
 from core.postprocess import depth_result
 from core.results import Answer, Blob, Label, TaskResult
+from core.threads import work
 
 
 def sniff_mime(data: bytes, fallback: str = "application/octet-stream") -> str:
@@ -77,7 +77,7 @@ def _source_bytes(img: Image.Image) -> bytes | None:
 
 
 async def image_blob(img: Image.Image) -> Blob:
-    data, mime = await asyncio.to_thread(encode_image, img)
+    data, mime = await work(encode_image, img)
     return Blob("image", mime, data)
 
 

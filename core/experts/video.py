@@ -1,7 +1,7 @@
 """Video encoding and frame sampling the experts share (PyAV, Pillow, NumPy).
 
 Pure, CPU-bound functions: callers run them in a worker thread
-(``asyncio.to_thread``).  Unreadable input raises ``ValueError``.
+(``core.threads.work``).  Unreadable input raises ``ValueError``.
 """
 
 from __future__ import annotations

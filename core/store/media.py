@@ -11,7 +11,6 @@ keeps a crafted path from reading ``/etc/passwd``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.threads import work
 
 _EXT = re.compile(r"[^a-z0-9]")
 # A path as :meth:`MediaStore.put` names it (``ab/cd/<sha256>.<ext>``).
@@ -51,7 +51,7 @@ class MediaStore:
 
     async def put(self, data: bytes, ext: str) -> tuple[str, str]:
         """Store ``data``; return (path relative to the root, sha256 hex)."""
-        return await asyncio.to_thread(self._put, data, ext)
+        return await work(self._put, data, ext)
 
     def _put(self, data: bytes, ext: str) -> tuple[str, str]:
         digest = hashlib.sha256(data).hexdigest()
@@ -76,7 +76,7 @@ class MediaStore:
     async def read(self, rel_path: str) -> bytes:
         """The bytes at ``rel_path``; ValueError if it points outside the root."""
         path = self.path(rel_path)
-        return await asyncio.to_thread(path.read_bytes)
+        return await work(path.read_bytes)
 
     def path(self, rel: str) -> Path:
         """The absolute path of ``rel``; ValueError if it resolves outside the root."""
@@ -110,7 +110,7 @@ class MediaStore:
         belong to a turn still running.  The report says what was removed
         and what was kept for which reason.
         """
-        return await asyncio.to_thread(self._prune, keep, older_than)
+        return await work(self._prune, keep, older_than)
 
     def _prune(self, keep: set[str], older_than: float) -> PruneReport:
         if not self.root.is_dir():

@@ -235,6 +235,13 @@ class FakeHFService:
         self._jobs[job.id] = job
         return job
 
+    def finish_jobs(self) -> None:
+        """Every queued job answers done at its next poll, and new ones at
+        once: the end of a ``pending_polls`` set high to keep them polling."""
+        self.pending_polls = 0
+        for job in list(self._jobs.values()):
+            job.pending = 0
+
     async def chat_text(self, body: dict[str, Any]) -> str:
         text = self.chat_reply(body)
         return await text if inspect.isawaitable(text) else text
