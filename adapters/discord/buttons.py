@@ -30,7 +30,6 @@ import discord
 from discord.ui import Button, DynamicItem, Item, View
 
 from adapters.chat import reports
-from adapters.chat.intake import process
 from adapters.chat.render import CANNOT_TAKE
 from adapters.discord.interactions import (
     ACCEPT_WITHIN,
@@ -38,6 +37,7 @@ from adapters.discord.interactions import (
     access_refusal,
     asked_by_admin,
     conversation_of,
+    defer_and_process,
     ours,
     refuse,
     tell,
@@ -341,11 +341,19 @@ async def _run_approved(interaction: Inter, request_id: str, *, again: bool) -> 
     log.info(
         "discord request %s: the plan of %s, %s", rid, request_id, "again" if again else "approved"
     )
-    await interaction.response.defer(thinking=True)
+    removing = None
     if not again and interaction.message is not None:  # the Run button has done its work
-        channel = interaction.client.get_partial_messageable(interaction.channel_id or 0)
-        try:
-            await channel.get_partial_message(interaction.message.id).edit(view=None)
-        except discord.HTTPException as exc:
-            log.info("could not remove the Run button: %s", exc)
-    await process(agent, accepted, f"discord request {rid}")
+        removing = asyncio.ensure_future(_remove_run_button(interaction, interaction.message.id))
+    try:  # the turn starts while the defer and the removal are in flight
+        await defer_and_process(interaction, accepted, f"discord request {rid}")
+    finally:
+        if removing is not None:
+            await removing
+
+
+async def _remove_run_button(interaction: Inter, message_id: int) -> None:
+    channel = interaction.client.get_partial_messageable(interaction.channel_id or 0)
+    try:
+        await channel.get_partial_message(message_id).edit(view=None)
+    except discord.HTTPException as exc:
+        log.info("could not remove the Run button: %s", exc)
