@@ -8,6 +8,8 @@
 * ``media_store`` – a :class:`MediaStore` in a tmp dir.
 * ``repo`` – ``Repo(database, media_store)``, on both backends.
 * ``sqlite_repo`` – a Repo on SQLite only, for tests that just need a store.
+* ``pg_repo`` – a Repo on PostgreSQL only, for what only PostgreSQL does
+  (skipped without ``TEST_DATABASE_URL``, as ``db_url``'s ``postgres``).
 """
 
 from __future__ import annotations
@@ -93,4 +95,21 @@ def repo(database: Database, media_store: MediaStore) -> Repo:
 @pytest.fixture
 async def sqlite_repo(tmp_path: Path) -> AsyncIterator[Repo]:
     async for db in open_database(sqlite_url(tmp_path / "db" / "store.db")):
+        yield Repo(db, MediaStore(tmp_path / "media"))
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(
+            "postgres",
+            id="postgres",
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set"),
+            ],
+        )
+    ]
+)
+async def pg_repo(tmp_path: Path) -> AsyncIterator[Repo]:
+    async for db in open_database(PG_URL):
         yield Repo(db, MediaStore(tmp_path / "media"))

@@ -5,11 +5,8 @@ row, its own dedup answer and its own failure (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import zlib
-from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -18,11 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from core.errors import StoreRejected, StoreUnavailable
-from core.store import Database, MediaStore, Repo
+from core.store import Repo
 from core.store.jobs import QUEUED, AcceptedRow, JobStore
 from core.store.models import StoredJob, utcnow
-from tests.fakes.db_fixtures import sqlite_url
-from tests.fakes.loopback import free_port as closed_port
 
 LEASE = 60.0
 
@@ -154,11 +149,10 @@ async def test_accepts_and_checkpoints_share_a_transaction(repo: Repo) -> None:
     assert (await jobs.get([first.job.id]))[first.job.id].checkpoint == {"n": 1}
 
 
-async def test_postgres_one_conversations_jobs_get_ids_in_commit_order(repo: Repo) -> None:
+async def test_postgres_one_conversations_jobs_get_ids_in_commit_order(pg_repo: Repo) -> None:
     """A batch waits for the conversation's lock, held by another process's
     accept that has its id but has not committed: the batch's job comes after."""
-    if repo.db.dialect != "postgresql":
-        pytest.skip("PostgreSQL's advisory lock per conversation")
+    repo = pg_repo
     jobs = JobStore(repo)
     conversation, other = f"c-{uuid4().hex}", f"o-{uuid4().hex}"
     key = zlib.crc32(conversation.encode()) - (1 << 31)
@@ -194,22 +188,6 @@ async def test_postgres_one_conversations_jobs_get_ids_in_commit_order(repo: Rep
         got = await batch
     assert theirs is not None
     assert all(g.job.id > theirs for g in got)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def dead_repo(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Repo]:
-    if request.param == "sqlite":
-        blocker = tmp_path / "not-a-dir"
-        blocker.write_text("a file where the database directory should be")
-        url = sqlite_url(blocker / "bot.db")
-    else:
-        url = f"postgresql+asyncpg://postgres@127.0.0.1:{closed_port()}/test"
-    db = Database(url, connect_timeout=2)
-    yield Repo(db, MediaStore(tmp_path / "media"))
-    await db.aclose()
-    for thread in threading.enumerate():  # as in test_unavailable.py
-        if thread.name.endswith("(_connection_worker_thread)"):
-            await asyncio.to_thread(thread.join, 5)
 
 
 async def test_every_caller_of_a_batch_hears_the_store_is_unavailable(dead_repo: Repo) -> None:
