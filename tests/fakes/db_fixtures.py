@@ -28,6 +28,17 @@ from core.store import Database, MediaStore, Repo
 PG_URL = os.environ.get("TEST_DATABASE_URL", "")
 
 
+# The PostgreSQL case of a parametrized store fixture: skipped without a server.
+POSTGRES = pytest.param(
+    "postgres",
+    id="postgres",
+    marks=[
+        pytest.mark.postgres,
+        pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set"),
+    ],
+)
+
+
 def sqlite_url(path: Path) -> str:
     return f"sqlite+aiosqlite:///{path}"
 
@@ -35,14 +46,7 @@ def sqlite_url(path: Path) -> str:
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),
-        pytest.param(
-            "postgres",
-            id="postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set"),
-            ],
-        ),
+        POSTGRES,
     ]
 )
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -98,18 +102,7 @@ async def sqlite_repo(tmp_path: Path) -> AsyncIterator[Repo]:
         yield Repo(db, MediaStore(tmp_path / "media"))
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(
-            "postgres",
-            id="postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set"),
-            ],
-        )
-    ]
-)
+@pytest.fixture(params=[POSTGRES])
 async def pg_repo(tmp_path: Path) -> AsyncIterator[Repo]:
     async for db in open_database(PG_URL):
         yield Repo(db, MediaStore(tmp_path / "media"))

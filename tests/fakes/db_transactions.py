@@ -14,6 +14,17 @@ import sqlalchemy as sa
 from core.store import Database
 
 
+class Commits:
+    """Counts the transactions committed on ``db``'s engine from now on."""
+
+    def __init__(self, db: Database) -> None:
+        self.n = 0
+        sa.event.listen(db.engine.sync_engine, "commit", self._commit)
+
+    def _commit(self, _conn: Any) -> None:
+        self.n += 1
+
+
 @contextmanager
 def transactions(db: Database) -> Iterator[list[list[str]]]:
     """The statements (whitespace collapsed) of each transaction committed

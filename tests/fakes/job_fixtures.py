@@ -30,7 +30,7 @@ from core.errors import RunFailed
 from core.jobs import LeasedJob
 from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
 from tests.fakes import clock
-from tests.fakes.db_fixtures import PG_URL, sqlite_url
+from tests.fakes.db_fixtures import PG_URL, POSTGRES, sqlite_url
 
 KIND = "test"
 
@@ -56,14 +56,7 @@ async def fresh_pg_database(base_url: str) -> AsyncIterator[str]:
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),
-        pytest.param(
-            "postgres",
-            id="postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="TEST_DATABASE_URL is not set"),
-            ],
-        ),
+        POSTGRES,
     ]
 )
 async def shared_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import asyncio
 import zlib
 from datetime import datetime
-from typing import Any
+from typing import cast
 from uuid import uuid4
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from core.errors import StoreRejected, StoreUnavailable
 from core.store import Repo
 from core.store.jobs import QUEUED, AcceptedRow, JobStore
 from core.store.models import StoredJob, utcnow
+from tests.fakes.db_transactions import Commits
 
 LEASE = 60.0
 
@@ -42,19 +42,10 @@ async def accept(
     )
 
 
-class Commits:
-    def __init__(self, repo: Repo) -> None:
-        self.n = 0
-        event.listen(repo.db.engine.sync_engine, "commit", self._commit)
-
-    def _commit(self, _conn: Any) -> None:
-        self.n += 1
-
-
 async def test_accepts_asked_together_share_one_transaction_in_order(repo: Repo) -> None:
     jobs = JobStore(repo)
     before = await accept(jobs, "warm")  # a lone accept goes at once
-    commits = Commits(repo)
+    commits = Commits(repo.db)
     names = ["A", "B", "A", "C", "B"]
     got = await asyncio.gather(*(accept(jobs, n, request_id=f"r{i}") for i, n in enumerate(names)))
     assert commits.n == 1
@@ -139,7 +130,7 @@ async def test_accepts_and_checkpoints_share_a_transaction(repo: Repo) -> None:
     jobs = JobStore(repo)
     first = await accept(jobs, "A")
     await jobs.claim(owner="p1", kinds=["test"], now=utcnow(), lease=LEASE, limit=1)
-    commits = Commits(repo)
+    commits = Commits(repo.db)
     saved, got = await asyncio.gather(
         jobs.save_checkpoint(first.job.id, owner="p1", checkpoint={"n": 1}, now=utcnow()),
         accept(jobs, "B"),
@@ -156,7 +147,7 @@ async def test_postgres_one_conversations_jobs_get_ids_in_commit_order(pg_repo: 
     jobs = JobStore(repo)
     conversation, other = f"c-{uuid4().hex}", f"o-{uuid4().hex}"
     key = zlib.crc32(conversation.encode()) - (1 << 31)
-    table = StoredJob.__table__
+    table = cast(sa.Table, StoredJob.__table__)
     async with asyncio.timeout(20), repo.db.engine.connect() as held:
         await held.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
         theirs = await held.scalar(

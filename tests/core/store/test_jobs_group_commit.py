@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store import Repo
 from core.store.jobs import DONE, JobStore
 from core.store.models import utcnow
+from tests.fakes.db_transactions import Commits
 
 LEASE = 60.0
 
@@ -39,15 +38,6 @@ async def running(jobs: JobStore, n: int, owner: str = "p1") -> list[int]:
     return ids
 
 
-class Commits:
-    def __init__(self, repo: Repo) -> None:
-        self.n = 0
-        event.listen(repo.db.engine.sync_engine, "commit", self._commit)
-
-    def _commit(self, _conn: Any) -> None:
-        self.n += 1
-
-
 async def test_checkpoints_asked_together_share_one_transaction(repo: Repo) -> None:
     jobs = JobStore(repo)
     ids = await running(jobs, 4)
@@ -56,7 +46,7 @@ async def test_checkpoints_asked_together_share_one_transaction(repo: Repo) -> N
     later = utcnow() + timedelta(seconds=1)
     stolen = await jobs.claim(owner="p2", kinds=["test"], now=later, lease=LEASE, limit=1)
     assert [r.id for r in stolen] == [taken]
-    commits = Commits(repo)
+    commits = Commits(repo.db)
 
     async def save(job_id: int) -> str:
         try:
