@@ -147,6 +147,22 @@ class _Break:
     stage: str | None
 
 
+def translation_plan() -> str:
+    """A plan of one translation task, as the LLM writes it."""
+    return json.dumps([{"task": "translation", "id": 0, "dep": [-1], "args": {"text": "hi"}}])
+
+
+def answering(text: str) -> tuple[asyncio.Event, Callable[[dict[str, Any]], Awaitable[str]]]:
+    """A reply for :meth:`FakeLLM.reply` that says (the event) when it was asked for."""
+    asked = asyncio.Event()
+
+    async def answer(body: dict[str, Any]) -> str:
+        asked.set()
+        return text
+
+    return asked, answer
+
+
 def stage_of(body: dict[str, Any]) -> str:
     """The stage a request belongs to, from the first system message's marker."""
     for message in body.get("messages") or []:

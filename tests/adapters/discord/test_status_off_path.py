@@ -7,33 +7,17 @@ and the fake language model; the order is the fake's recorded order)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from tests.adapters.discord.conftest import Harness, settle
 from tests.fakes.discord_fake import DiscordCall, FakeDiscord
+from tests.fakes.openai_fake import answering, translation_plan
 
 CALLBACK = r"^/interactions/\d+/[^/]+/callback$"
 ORIGINAL = r"/messages/@original$"
-
-
-def translate() -> str:
-    return json.dumps([{"task": "translation", "id": 0, "dep": [-1], "args": {"text": "hi"}}])
-
-
-def answering(text: str) -> tuple[asyncio.Event, Callable[[dict[str, Any]], Awaitable[str]]]:
-    """An answer that says when the model was asked for it."""
-    asked = asyncio.Event()
-
-    async def answer(body: dict[str, Any]) -> str:
-        asked.set()
-        return text
-
-    return asked, answer
 
 
 def of_interaction(fake: FakeDiscord, p: dict[str, Any]) -> list[DiscordCall]:
@@ -52,7 +36,7 @@ async def test_planning_starts_while_the_status_message_is_being_posted(harness:
     h, fake, llm = harness, harness.fake, harness.env.llm
     status_posted = fake.hold("PATCH", ORIGINAL)
     llm.gate = asyncio.Event()
-    llm.reply("plan", translate())
+    llm.reply("plan", translation_plan())
     asked, answer = answering("Bonjour")
     llm.reply("answer", answer)
 
@@ -76,7 +60,7 @@ async def test_planning_starts_while_the_interaction_is_being_deferred(harness: 
     h, fake, llm = harness, harness.fake, harness.env.llm
     deferred = fake.hold("POST", CALLBACK)
     llm.gate = asyncio.Event()
-    llm.reply("plan", translate())
+    llm.reply("plan", translation_plan())
     asked, answer = answering("Bonjour")
     llm.reply("answer", answer)
 
@@ -103,7 +87,7 @@ async def test_a_status_message_that_cannot_be_posted_stops_the_turn(
 ) -> None:
     h, fake, llm = harness, harness.fake, harness.env.llm
     llm.gate = asyncio.Event()  # the planning call, if it starts, waits
-    llm.reply("plan", translate())
+    llm.reply("plan", translation_plan())
     llm.reply("answer", "Bonjour")
     fake.fail("PATCH", ORIGINAL, 403, code=50001)  # the status message is refused once
 

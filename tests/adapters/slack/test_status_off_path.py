@@ -6,31 +6,14 @@ Slack and the fake language model; the order is the fakes' recorded order)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
 from tests.adapters.slack.conftest import SlackBot
 from tests.fakes.agent_fixture import AgentEnv
+from tests.fakes.openai_fake import answering, translation_plan
 from tests.fakes.slack_fake import Call, FakeSlack, event_body, mention_event
-
-
-def translate() -> str:
-    return json.dumps([{"task": "translation", "id": 0, "dep": [-1], "args": {"text": "hi"}}])
-
-
-def answering(text: str) -> tuple[asyncio.Event, Callable[[dict[str, Any]], Awaitable[str]]]:
-    """An answer that says when the model was asked for it."""
-    asked = asyncio.Event()
-
-    async def answer(body: dict[str, Any]) -> str:
-        asked.set()
-        return text
-
-    return asked, answer
 
 
 def in_thread(fake: FakeSlack, thread: str) -> list[Call]:
@@ -55,7 +38,7 @@ async def test_planning_starts_while_the_status_message_is_being_posted(
     thread = event["ts"]
     status_posted = fake.hold("chat.postMessage", where=lambda a: a.get("thread_ts") == thread)
     llm.gate = asyncio.Event()
-    llm.reply("plan", translate())
+    llm.reply("plan", translation_plan())
     asked, answer = answering("Bonjour")
     llm.reply("answer", answer)
 
@@ -85,7 +68,7 @@ async def test_a_status_message_that_cannot_be_posted_stops_the_turn(
 ) -> None:
     fake, llm = slack_bot.fake, agent_env.llm
     llm.gate = asyncio.Event()  # the planning call, if it starts, waits
-    llm.reply("plan", translate(), translate())
+    llm.reply("plan", translation_plan(), translation_plan())
     llm.reply("answer", "first", "second")
     fake.fail("chat.postMessage")  # the status message of the first request
     event = mention_event("translate hi")
