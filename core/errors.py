@@ -19,7 +19,8 @@ size=30000000 limit=26214400``) that logs and the conversation history the
 language model reads use; what a person is shown is worded by the adapters
 (``adapters/chat/error_words.py`` for these codes, ``error_text`` in
 ``adapters/chat/messages.py``).  A task's failures (:class:`TaskCode`) reach
-the adapters as :class:`core.types.TaskError` values on its task state.
+the adapters as :class:`core.types.TaskError` values on its task state; the
+answer prompt gives each its :attr:`TaskCode.meaning` before the terse form.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ class InnerError(TypedDict):
 
 class Code(StrEnum):
     """A kind of error: the core's :class:`ErrorCode` here, the adapters' own
-    in ``adapters/chat/messages.py``.  Codes carry no words (the adapters
-    word them)."""
+    in ``adapters/chat/messages.py``.  Codes carry no words for people (the
+    adapters word them); a :class:`TaskCode` has a short meaning for the
+    answer's language model."""
 
 
 class ErrorCode(Code):
@@ -200,78 +202,190 @@ class ErrorCode(Code):
 class TaskCode(Code):
     """Why one task, or one attempt at it on one model, failed (:class:`TaskFailed`).
 
-    ``model`` is the model's id wherever a model was asked."""
+    ``model`` is the model's id wherever a model was asked.  Each code has a
+    :attr:`meaning`: what happened, in a few plain words, for the answer's
+    language model (the answer prompt shows it before the terse form: small
+    models said what failed more often with it, ``docs/answer-errors.md``);
+    it is prompt text, not what a person reads, which the adapters word from
+    the code and its fields."""
+
+    meaning: str
+
+    def __new__(cls, value: str, meaning: str = "") -> TaskCode:  # (no meaning: a look-up)
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
 
     # what the model returned (core.outputs): expected is the kind the task makes
-    OUTPUT_UNKNOWN_KIND = "output_unknown_kind"  # model, kind
+    OUTPUT_UNKNOWN_KIND = (
+        "output_unknown_kind",
+        "the model's file was of a kind the bot does not know",
+    )  # model, kind
     # model, expected, got: empty | html | json_error | json | xml | text | unknown |
     # not_media | no_video | damaged (format) | media (format, kind) | document (format)
-    OUTPUT_WRONG_KIND = "output_wrong_kind"
-    OUTPUT_IMAGE_TOO_LARGE = "output_image_too_large"  # model, limit, width + height (when known)
-    OUTPUT_IMAGE_DAMAGED = "output_image_damaged"  # model, format
-    OUTPUT_NOT_TEXT = "output_not_text"  # model
-    OUTPUT_BAD_SHAPE = "output_bad_shape"  # model, part
-    OUTPUT_BAD_MASK = "output_bad_mask"  # model
-    OUTPUT_MISSING = "output_missing"  # model, part, got (a kind it returned instead)
+    OUTPUT_WRONG_KIND = (
+        "output_wrong_kind",
+        "the model returned something other than what the task makes",
+    )
+    OUTPUT_IMAGE_TOO_LARGE = (
+        "output_image_too_large",
+        "the model returned an image too big to open",
+    )  # model, limit, width + height (when known)
+    OUTPUT_IMAGE_DAMAGED = (
+        "output_image_damaged",
+        "the model's image was broken",
+    )  # model, format
+    OUTPUT_NOT_TEXT = "output_not_text", "the model's text was not readable text"  # model
+    OUTPUT_BAD_SHAPE = "output_bad_shape", "the model's result was malformed"  # model, part
+    OUTPUT_BAD_MASK = "output_bad_mask", "the model returned an unreadable segment mask"  # model
+    OUTPUT_MISSING = (
+        "output_missing",
+        "the model's result lacked a part the task needs",
+    )  # model, part, got (a kind it returned instead)
     # the task's inputs (core.inputs, core.stages)
-    INPUT_NOT_MADE = "input_not_made"  # dependency, task (its task), kind
-    INPUT_WRONG_KIND = "input_wrong_kind"  # file, kind
-    NO_SUCH_FILE = "no_such_file"  # file
-    STORED_FILE_MISSING = "stored_file_missing"  # file
-    NEEDS_INPUT = "needs_input"  # task, kind: text | image | audio | question
-    NEEDS_ARGUMENT = "needs_argument"  # kind (local pipelines)
-    INPUT_UNREADABLE = "input_unreadable"  # kind, said
-    QA_NEEDS_CONTEXT = "qa_needs_context"  # (the question, a newline, the context)
-    QA_NEEDS_LINES = "qa_needs_lines"  # (local: 'question\ncontext')
-    TABLE_NEEDED = "table_needed"  # (tabular-classification's CSV)
+    INPUT_NOT_MADE = (
+        "input_not_made",
+        "an earlier task did not make the input this task needs",
+    )  # dependency, task (its task), kind
+    INPUT_WRONG_KIND = (
+        "input_wrong_kind",
+        "the input file is of the wrong kind for this task",
+    )  # file, kind
+    NO_SUCH_FILE = "no_such_file", "the file the task names does not exist"  # file
+    STORED_FILE_MISSING = "stored_file_missing", "a stored file is gone"  # file
+    NEEDS_INPUT = (
+        "needs_input",
+        "the task was given no input of the kind it needs",
+    )  # task, kind: text | image | audio | question
+    NEEDS_ARGUMENT = (
+        "needs_argument",
+        "the task lacks an argument it needs",
+    )  # kind (local pipelines)
+    INPUT_UNREADABLE = "input_unreadable", "the input was unreadable"  # kind, said
+    QA_NEEDS_CONTEXT = (
+        "qa_needs_context",
+        "question answering was not given both a question and a context",
+    )  # (the question, a newline, the context)
+    QA_NEEDS_LINES = (
+        "qa_needs_lines",
+        "question answering was not given both a question and a context",
+    )  # (local: 'question\ncontext')
+    TABLE_NEEDED = (
+        "table_needed",
+        "the task needs a table (CSV) and got none",
+    )  # (tabular-classification's CSV)
     # the run of the graph (core.execution)
-    SKIPPED = "skipped"  # dependency, task (its task)
-    NO_MODEL = "no_model"  # (no candidate for the task)
-    NO_MODEL_RAN = "no_model_ran"
-    NO_BACKEND = "no_backend"  # model
-    TIMED_OUT = "timed_out"  # model, seconds
-    EXPERT_CRASHED = "expert_crashed"  # model, cause
+    SKIPPED = "skipped", "not run, because a task it needs failed"  # dependency, task (its task)
+    NO_MODEL = "no_model", "there is no model for this task"  # (no candidate for the task)
+    NO_MODEL_RAN = "no_model_ran", "none of the models could run it"
+    NO_BACKEND = "no_backend", "nothing here can run this model"  # model
+    TIMED_OUT = "timed_out", "the model took too long to answer"  # model, seconds
+    EXPERT_CRASHED = (
+        "expert_crashed",
+        "the model call broke with an unexpected error",
+    )  # model, cause
     # a hosted call (core.experts.remote, providers)
-    NOT_ON_TASK_API = "not_on_task_api"  # task
-    SERVICE_UNREACHABLE = "service_unreachable"  # model, cause
-    RESPONSE_UNREADABLE = "response_unreadable"  # model, cause
-    MODEL_HTTP = "model_http"  # model, status (402: url)
-    REDIRECTED_AWAY = "redirected_away"  # address, host
-    PROVIDER_NOT_SERVING = "provider_not_serving"  # model, provider, task, choices
-    NO_PROVIDER = "no_provider"  # model, task (when known)
-    NOT_LIVE_FOR_CHAT = "not_live_for_chat"  # model (no live conversational mapping)
-    MODEL_GATED = "model_gated"  # model
-    MODEL_GONE = "model_gone"  # model
-    HUB_TOKEN_REFUSED = "hub_token_refused"  # model, status
-    HUB_LOOKUP_HTTP = "hub_lookup_http"  # model, status
-    HUB_LOOKUP_UNREACHABLE = "hub_lookup_unreachable"  # model, cause
+    NOT_ON_TASK_API = (
+        "not_on_task_api",
+        "this task cannot be run through the hosted task API",
+    )  # task
+    SERVICE_UNREACHABLE = (
+        "service_unreachable",
+        "the model's service was unreachable",
+    )  # model, cause
+    RESPONSE_UNREADABLE = (
+        "response_unreadable",
+        "the model's response was unreadable",
+    )  # model, cause
+    MODEL_HTTP = (
+        "model_http",
+        "the model's server answered with an HTTP error",
+    )  # model, status (402: url)
+    REDIRECTED_AWAY = (
+        "redirected_away",
+        "the model's server sent the call elsewhere; it was not followed",
+    )  # address, host
+    PROVIDER_NOT_SERVING = (
+        "provider_not_serving",
+        "the inference provider does not run this model",
+    )  # model, provider, task, choices
+    NO_PROVIDER = "no_provider", "no inference provider runs this model"  # model, task (when known)
+    NOT_LIVE_FOR_CHAT = (
+        "not_live_for_chat",
+        "no provider runs this model for chat",
+    )  # model (no live conversational mapping)
+    MODEL_GATED = "model_gated", "the model is gated: its terms must be accepted first"  # model
+    MODEL_GONE = "model_gone", "the model no longer exists"  # model
+    HUB_TOKEN_REFUSED = "hub_token_refused", "the Hub refused the bot's token"  # model, status
+    HUB_LOOKUP_HTTP = (
+        "hub_lookup_http",
+        "the Hub could not say who runs this model",
+    )  # model, status
+    HUB_LOOKUP_UNREACHABLE = (
+        "hub_lookup_unreachable",
+        "the Hub was unreachable",
+    )  # model, cause
     # local inference (core.experts.local*)
-    NOT_LOADABLE = "not_loadable"  # model (no config.json or model_index.json)
-    NO_TORCH_WEIGHTS = "no_torch_weights"  # model
-    DOWNLOADS_OFF = "downloads_off"
-    NOT_REPO_ID = "not_repo_id"  # model
-    OFFLINE = "offline"  # model (absent: the one named before)
-    NOT_ALLOWED = "not_allowed"  # model, choices (LOCAL_DOWNLOAD_ALLOW)
-    NO_COMMIT = "no_commit"  # model
-    DOWNLOAD_TOO_LARGE = "download_too_large"  # model, size, max_gb
-    DISK_FULL = "disk_full"  # model, size, free, path
-    DOWNLOAD_INCOMPLETE = "download_incomplete"  # model, count, file
-    DOWNLOAD_GATED = "download_gated"  # model
-    DOWNLOAD_NOT_FOUND = "download_not_found"  # model, endpoint
-    DOWNLOAD_REFUSED = "download_refused"  # model, status
-    DOWNLOAD_HTTP = "download_http"  # model, status
-    DOWNLOAD_UNREACHABLE = "download_unreachable"  # model, endpoint, said
-    DOWNLOAD_FAILED = "download_failed"  # model, said
-    LOCAL_NOT_AVAILABLE = "local_not_available"  # model, path, cache, inner
-    LOCAL_CANNOT_RUN = "local_cannot_run"  # task
-    LOCAL_NEEDS_TORCH = "local_needs_torch"  # task
-    LOCAL_FAILED = "local_failed"  # task, model, said
-    LOAD_FAILED = "load_failed"  # model, path, said
-    HELPER_MISSING = "helper_missing"  # kind, task (the helper's), model, setting
-    BASE_MISSING = "base_missing"  # model
-    NEEDS_TESSERACT = "needs_tesseract"
-    NO_ANSWER_FOUND = "no_answer_found"
-    SPEECHT5_UNSUPPORTED = "speecht5_unsupported"
+    NOT_LOADABLE = (
+        "not_loadable",
+        "the model cannot be loaded here",
+    )  # model (no config.json or model_index.json)
+    NO_TORCH_WEIGHTS = "no_torch_weights", "the model has no weights that can run here"  # model
+    DOWNLOADS_OFF = "downloads_off", "model downloads are turned off"
+    NOT_REPO_ID = "not_repo_id", "the model's name is no Hub id"  # model
+    OFFLINE = (
+        "offline",
+        "the bot is offline and cannot download the model",
+    )  # model (absent: the one named before)
+    NOT_ALLOWED = (
+        "not_allowed",
+        "the model may not be downloaded here",
+    )  # model, choices (LOCAL_DOWNLOAD_ALLOW)
+    NO_COMMIT = "no_commit", "the Hub gave no version of the model"  # model
+    DOWNLOAD_TOO_LARGE = (
+        "download_too_large",
+        "the model is too big to download here",
+    )  # model, size, max_gb
+    DISK_FULL = "disk_full", "the disk has no room for the model"  # model, size, free, path
+    DOWNLOAD_INCOMPLETE = (
+        "download_incomplete",
+        "the model's download is not finished",
+    )  # model, count, file
+    DOWNLOAD_GATED = "download_gated", "the model is gated and may not be downloaded"  # model
+    DOWNLOAD_NOT_FOUND = (
+        "download_not_found",
+        "the model was not found to download",
+    )  # model, endpoint
+    DOWNLOAD_REFUSED = "download_refused", "the Hub refused the download"  # model, status
+    DOWNLOAD_HTTP = "download_http", "the download failed with an HTTP error"  # model, status
+    DOWNLOAD_UNREACHABLE = (
+        "download_unreachable",
+        "the Hub was unreachable for the download",
+    )  # model, endpoint, said
+    DOWNLOAD_FAILED = "download_failed", "the model's download failed"  # model, said
+    LOCAL_NOT_AVAILABLE = (
+        "local_not_available",
+        "the model is not on this machine and could not be fetched",
+    )  # model, path, cache, inner
+    LOCAL_CANNOT_RUN = "local_cannot_run", "this machine cannot run this task"  # task
+    LOCAL_NEEDS_TORCH = (
+        "local_needs_torch",
+        "this machine lacks the libraries to run this task",
+    )  # task
+    LOCAL_FAILED = (
+        "local_failed",
+        "the model failed while running on this machine",
+    )  # task, model, said
+    LOAD_FAILED = "load_failed", "the model could not be loaded"  # model, path, said
+    HELPER_MISSING = (
+        "helper_missing",
+        "a helper model the task needs is missing",
+    )  # kind, task (the helper's), model, setting
+    BASE_MISSING = "base_missing", "the base model the task needs is missing"  # model
+    NEEDS_TESSERACT = "needs_tesseract", "the OCR tool this model needs is not installed"
+    NO_ANSWER_FOUND = "no_answer_found", "the model found no answer"
+    SPEECHT5_UNSUPPORTED = "speecht5_unsupported", "this speech model cannot run here"
 
 
 class _Coded(BotError):

@@ -20,9 +20,9 @@ from functools import cache
 from typing import Any
 
 from core import prompts
-from core.errors import ErrorCode, RunFailed
+from core.errors import ErrorCode, RunFailed, TaskCode
 from core.llm import LLM, OnDelta
-from core.types import Resource, TaskRecord, Usage
+from core.types import Resource, TaskError, TaskRecord, Usage
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +83,31 @@ def record_json(record: TaskRecord, max_result_chars: int) -> dict[str, Any]:
         "model": record.model,
         "reason": record.reason,
         "status": str(record.status),
-        "error": record.error,
+        "error": failure_text(record),
         "result": _trim_result(result, max_result_chars) if result else None,
         "files": list(record.files),
     }
     return {k: v for k, v in out.items() if v not in (None, [], {})}
+
+
+def failure_text(record: TaskRecord) -> str | None:
+    """Why a task failed or was skipped, as the answer's model reads it: each
+    failure's plain meaning (:attr:`TaskCode.meaning <core.errors.TaskCode>`)
+    before its terse form, ``; ``-separated (small models said what failed,
+    and why, more often with the meaning than with the code alone:
+    ``docs/answer-errors.md``).  A record with no ``errors`` data (an older
+    checkpoint's sentence) is shown as it is."""
+    if not record.errors:
+        return record.error
+    return "; ".join(map(_described, record.errors))
+
+
+def _described(error: TaskError) -> str:
+    try:
+        meaning = TaskCode(error.code).meaning
+    except ValueError:  # a code of a newer version
+        return str(error)
+    return f"{meaning} ({error})"
 
 
 def _files_listed(files: Any, handles: Sequence[str]) -> bool:

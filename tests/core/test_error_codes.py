@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapters.chat.messages import error_text
-from core.errors import ErrorCode, InputRejected, RunFailed
+from core.errors import ErrorCode, InputRejected, RunFailed, TaskCode
 from core.llm import LLM
 from core.ratelimit import QuotaExceeded
 from core.server_settings import ServerKey, ServerSettings, SettingError
@@ -338,6 +338,22 @@ def test_the_core_words_no_error() -> None:
         for path in sorted((ROOT / "core").rglob("*.py"))
     }
     assert {path: lines for path, lines in tables.items() if lines} == {}
+
+
+def test_a_task_codes_meaning_is_a_short_phrase_for_the_model() -> None:
+    """The one place the core words a code: each :class:`TaskCode`'s
+    ``meaning``, the few plain words the answer prompt shows the language
+    model before the terse form (small models said what failed more often
+    with it: docs/answer-errors.md).  It is prompt text, like the system prompt,
+    not a sentence for a person: declared with its code (no table), a short
+    phrase with none of the error's data (no model, number or setting: those
+    stay in the fields, which the terse form carries), and, like every
+    string of the core, sharing no piece of the adapters' words (above)."""
+    for code in TaskCode:
+        meaning = code.meaning
+        assert meaning and len(meaning) <= 70 and len(meaning.split()) <= 12, code
+        assert meaning == meaning.strip() and meaning[0].islower(), code
+        assert not any(c.isdigit() or c in '{}=_"/' for c in meaning), code
 
 
 def test_the_core_imports_no_adapter() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.chat.messages import fallback_text, shown_text
-from core.errors import ErrorCode, RunFailed
+from core.errors import ErrorCode, RunFailed, TaskCode
 from core.response import (
     Answer,
     build_response_messages,
@@ -19,7 +19,16 @@ from core.response import (
     fallback_answer,
     generate_response,
 )
-from core.types import Reply, ReplyStatus, Resource, TaskRecord, TaskStatus, Usage
+from core.types import (
+    Reply,
+    ReplyStatus,
+    Resource,
+    TaskError,
+    TaskRecord,
+    TaskStatus,
+    Usage,
+    terse_errors,
+)
 from tests.fakes.openai_fake import FakeLLM, WeakModel
 
 
@@ -119,6 +128,49 @@ def test_records_are_compact_and_name_each_file_once() -> None:
         "files": [{"handle": "x.png"}],
         "text": "t",
     }
+
+
+def _failed(*errors: TaskError, status: TaskStatus = TaskStatus.FAILED) -> TaskRecord:
+    return TaskRecord(id=0, task="image-to-text", model="m/b", status=status,
+                      error=terse_errors(errors), errors=errors)  # fmt: skip
+
+
+def test_the_prompt_tells_the_model_what_failed_in_plain_words() -> None:
+    """Each failure reaches the answer's model as its code's plain meaning,
+    then the terse form with its data: small models said what failed more
+    often with it than with the bare code (docs/answer-errors.md)."""
+    errors = (
+        TaskError("timed_out", {"model": "m/a", "seconds": 30.0}),
+        TaskError("model_http", {"model": "m/b", "status": 503}),
+    )
+    data = _records_json(_build(records=[_failed(*errors)])[1]["content"])
+    assert data[0]["error"] == (
+        f"{TaskCode.TIMED_OUT.meaning} (timed_out model='m/a' seconds=30.0); "
+        f"{TaskCode.MODEL_HTTP.meaning} (model_http model='m/b' status=503)"
+    )
+    skipped = TaskError("skipped", {"dependency": 0, "task": "automatic-speech-recognition"})
+    data = _records_json(
+        _build(records=[_failed(skipped, status=TaskStatus.SKIPPED)])[1]["content"]
+    )
+    assert data[0]["error"].startswith(TaskCode.SKIPPED.meaning + " (skipped dependency=0")
+
+
+@pytest.mark.parametrize("code", list(TaskCode))
+def test_every_task_code_reaches_the_model_with_its_meaning(code: TaskCode) -> None:
+    assert code.meaning  # a new code is given one where it is declared
+    data = _records_json(_build(records=[_failed(TaskError(code.value))])[1]["content"])
+    assert data[0]["error"] == f"{code.meaning} ({code.value})"
+
+
+def test_an_older_record_or_a_newer_code_reaches_the_model_as_written() -> None:
+    old = TaskRecord(id=0, task="t", model="m", status=TaskStatus.FAILED,
+                     error="HTTP 503 from the inference server")  # fmt: skip
+    newer = _failed(TaskError("from_a_newer_version", {"model": "m"}))
+    data = _records_json(_build(records=[old, newer])[1]["content"])
+    assert [d["error"] for d in data] == [
+        "HTTP 503 from the inference server",
+        "from_a_newer_version model='m'",
+    ]
 
 
 def test_long_results_are_trimmed() -> None:
