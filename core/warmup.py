@@ -97,17 +97,19 @@ def _video() -> None:
 
 def _clients() -> None:
     """What every request's first use builds: SQLAlchemy's mapper configuration
-    (the first ORM query configures every mapper: 10–15 ms) and the OpenAI
-    SDK's response models, whose validators are built on first use (defer_build)."""
+    (the first ORM query configures every mapper: 10–15 ms), the OpenAI SDK's
+    response models and a Slack or Discord job's record (``Posted``), whose
+    validators are built on first use (defer_build)."""
     from openai.types.chat import ChatCompletion, ChatCompletionMessage
     from openai.types.chat.chat_completion import Choice
     from openai.types.completion_usage import CompletionUsage
     from sqlalchemy.orm import configure_mappers
 
     import core.store.models  # noqa: F401  (its mappers are the ones to configure)
+    from core.types import Posted  # a platform job's record, read as each job starts
 
     configure_mappers()
-    for model in (ChatCompletion, ChatCompletionMessage, Choice, CompletionUsage):
+    for model in (ChatCompletion, ChatCompletionMessage, Choice, CompletionUsage, Posted):
         model.model_rebuild()
 
 

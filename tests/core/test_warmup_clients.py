@@ -18,17 +18,19 @@ def test_the_clients_warm_up_configures_the_mappers_and_builds_the_sdk_models() 
     code = (
         "from openai.types.chat import ChatCompletion\n"
         "from core.store.models import Base\n"
+        "from core.types import Posted\n"
         "from core.warmup import PROCESS, CLIENTS\n"
-        "before = (Base.registry._new_mappers, ChatCompletion.__pydantic_complete__)\n"
+        "def built(): return (ChatCompletion.__pydantic_complete__, Posted.__pydantic_complete__)\n"
+        "before = (Base.registry._new_mappers, *built())\n"
         "assert PROCESS.start([CLIENTS]) == [CLIENTS]\n"
         "assert PROCESS.wait([CLIENTS], 60)\n"
-        "print(before, (Base.registry._new_mappers, ChatCompletion.__pydantic_complete__))\n"
+        "print(before, (Base.registry._new_mappers, *built()))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "(True, False) (False, True)"
+    assert done.stdout.strip() == "(True, False, False) (False, True, True)"
 
 
 def test_a_long_running_process_warms_the_clients_a_plan_never_asks_for_them() -> None:
