@@ -23,6 +23,7 @@ forgotten: the task loads what it needs itself, as it would have.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import queue
 import threading
@@ -111,6 +112,12 @@ def _clients() -> None:
     configure_mappers()
     for model in (ChatCompletion, ChatCompletionMessage, Choice, CompletionUsage, Posted):
         model.model_rebuild()
+    # The SDKs' httpx2 sessions close through anyio, which imports its asyncio
+    # backend on first use, on the event loop (the hosted session built ahead
+    # closes the SDK's own: 5-10 ms of a run process's first request); the
+    # first host name is encoded with the IDNA codec, loaded on first use too.
+    importlib.import_module("anyio._backends._asyncio")
+    "localhost".encode("idna")
 
 
 def _hub() -> None:
