@@ -207,7 +207,10 @@ class AssistantSurface:
     the status is shown (paced by the turn).  A turn's end arrives as the
     status's last text: the renderer's failure text (❌ …) is posted in the
     thread, anything after the answer clears the status line.  Every native
-    call is made under one lock (the status pacing runs beside the stream).
+    call is made under one lock (the status pacing runs beside the stream),
+    and so is every call to the fallback's status message: a progress edit
+    that comes while a failed native call is replaced by the fallback's
+    status message waits for that post and edits it (it posted a second one).
     """
 
     def __init__(
@@ -285,7 +288,8 @@ class AssistantSurface:
                 except SlackApiError as e:
                     await self._degrade(e, "opening the assistant thread's status")
                     return
-        await self._fallback.post_status(text)
+        async with self._lock:  # after a fallback post under way (_degrade): not a second one
+            await self._fallback.post_status(text)
 
     async def edit_status(self, text: str) -> None:
         self._text = text
@@ -304,7 +308,8 @@ class AssistantSurface:
                 except SlackApiError as e:
                     await self._degrade(e, "showing the progress")
                     return
-        await self._fallback.edit_status(text)  # a failure: the reason, in the thread
+        async with self._lock:  # a fallback post under way (_degrade) is edited, not doubled
+            await self._fallback.edit_status(text)  # a failure: the reason, in the thread
 
     async def notice(self, notice: Notice, text: str) -> None:
         """A queue or restart notice for a job not running yet (``text``: as
@@ -318,7 +323,8 @@ class AssistantSurface:
                 except SlackApiError as e:
                     await self._degrade(e, "showing the queue")
                     return
-        await self._fallback.edit_status(text)
+        async with self._lock:
+            await self._fallback.edit_status(text)
 
     async def tell_privately(self, text: str) -> None:
         await self._fallback.tell_privately(text)
