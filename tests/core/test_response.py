@@ -346,17 +346,20 @@ def test_fallback_answer_lists_what_ran_results_files_and_failures() -> None:
     assert "Files: speech-1.wav (audio), boxes-2.png (image)" in text
 
 
-@pytest.mark.parametrize(
-    ("result", "shown"),
-    [
+# A result of each shape, and how a fallback answer's line shows it.
+RESULT_LINES: list[tuple[dict[str, Any], str]] = [
         ({"labels": [{"label": "tabby", "score": 0.91}, {"label": "tiger", "score": 0.05}]},
          "tabby (0.91), tiger (0.05)"),
         ({"answers": [{"answer": "two", "score": 0.7}]}, "two (0.70)"),
         ({"boxes": [{"label": "cat"}, {"label": "dog"}]}, "2 found: cat, dog"),
         ({"entities": [{"word": "Ada", "group": "PER"}]}, "1 found: Ada"),
-        ({"text": "y" * 1000}, "y" * 300 + "…(trimmed)"),
-    ],
-)  # fmt: skip
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("result", "shown"),
+    [*RESULT_LINES, ({"text": "y" * 1000}, "y" * 300 + "…(trimmed)")],
+)
 def test_fallback_result_lines(result: dict[str, Any], shown: str) -> None:
     record = TaskRecord(id=0, task="t", model="m", status=TaskStatus.DONE, result=result)
     assert f"Result: {shown}" in fallback_answer([record], [])
@@ -398,16 +401,7 @@ def test_a_person_reads_the_fallback_from_the_replys_data() -> None:
     assert shown.split("\n")[2:] == text.split("\n")[2:]  # the records' own sentences here
 
 
-@pytest.mark.parametrize(
-    ("result", "shown"),
-    [
-        ({"labels": [{"label": "tabby", "score": 0.91}, {"label": "tiger", "score": 0.05}]},
-         "tabby (0.91), tiger (0.05)"),
-        ({"answers": [{"answer": "two", "score": 0.7}]}, "two (0.70)"),
-        ({"boxes": [{"label": "cat"}, {"label": "dog"}]}, "2 found: cat, dog"),
-        ({"entities": [{"word": "Ada", "group": "PER"}]}, "1 found: Ada"),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize(("result", "shown"), RESULT_LINES)
 def test_fallback_result_lines_as_a_person_reads_them(result: dict[str, Any], shown: str) -> None:
     record = TaskRecord(id=0, task="t", model="m", status=TaskStatus.DONE, result=result)
     reply = Reply("", tasks=(record,), status=ReplyStatus.FALLBACK)
