@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import pickle
@@ -124,8 +125,8 @@ class Transaction:
     statements: list[Statement] = field(default_factory=list)
     end: str = "commit"  # or "rollback"
 
-    @property
-    def write(self) -> bool:
+    @functools.cached_property
+    def write(self) -> bool:  # once: the replay asks for every transaction it runs
         return any(not s.sql.lstrip().upper().startswith("SELECT") for s in self.statements)
 
 
