@@ -7,7 +7,9 @@ carries slack_sdk's rate-limit retry handler, so a 429 is retried after
 Tokens are checked at start (``auth.test`` for the bot token, the first
 ``apps.connections.open`` for the app token): a token Slack refuses stops the
 bot with one line naming the setting, instead of the Socket Mode client's
-reconnect loop retrying it forever.
+reconnect loop retrying it forever.  Bolt's authorization is handed that
+``auth.test`` answer (:func:`reuse_auth_test`), so a process's first event
+does not wait for a second round trip to Slack.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import (
+    AsyncSingleTeamAuthorization,
+)
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.assistant_events import FeedbackRecorder
 from adapters.slack.config import SlackConfig
@@ -59,11 +65,12 @@ def token_refused(setting: str, error: str) -> ConfigError:
     return ConfigError(f"Slack refused {setting} ({error}): {FIX[setting]}")
 
 
-async def check_bot_token(client: AsyncWebClient) -> None:
-    """``auth.test`` once: a token Slack refuses is a :class:`ConfigError`
-    naming SLACK_BOT_TOKEN, an unreachable API a one-line :class:`BotError`."""
+async def check_bot_token(client: AsyncWebClient) -> AsyncSlackResponse:
+    """``auth.test`` once, its answer: a token Slack refuses is a
+    :class:`ConfigError` naming SLACK_BOT_TOKEN, an unreachable API a
+    one-line :class:`BotError`."""
     try:
-        await client.auth_test()
+        return await client.auth_test()
     except SlackApiError as e:
         error = str(e.response.get("error"))
         if error in AUTH_ERRORS:
@@ -74,6 +81,22 @@ async def check_bot_token(client: AsyncWebClient) -> None:
             f"could not reach Slack at {client.base_url} ({type(e).__name__}: {e}): "
             "check the network and SLACK_API_URL"
         ) from e
+
+
+def reuse_auth_test(app: AsyncApp, answer: AsyncSlackResponse) -> bool:
+    """Hand ``answer`` (this token's ``auth.test`` at start) to Bolt's
+    single-workspace authorization, which otherwise asks Slack again on the
+    process's first event, in front of its ack and its answer, and keeps
+    what it was told for every later one.  Same token, same answer, a round
+    trip (100-300 ms from most hosts) off the first request.  False, and
+    Bolt asks as before, if this Bolt keeps its middleware elsewhere."""
+    for middleware in getattr(app, "_async_middleware_list", ()):
+        if isinstance(middleware, AsyncSingleTeamAuthorization):
+            if middleware.auth_test_result is None:
+                middleware.auth_test_result = answer
+            return True
+    log.debug("slack: Bolt's authorization not found; it asks auth.test on the first event")
+    return False
 
 
 class _SocketModeClient(SocketModeClient):
@@ -216,7 +239,7 @@ async def run_slack(
     or the app token on a later reconnect) ends it with a :class:`ConfigError`
     naming the setting."""
     app = build_app(agent, config, feedback=feedback)
-    await check_bot_token(app.client)
+    reuse_auth_test(app, await check_bot_token(app.client))
     if config.socket_mode:
         assert config.app_token is not None
         handler = _SocketModeHandler(app, config.app_token)

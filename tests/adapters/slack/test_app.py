@@ -70,6 +70,8 @@ async def test_run_slack_serves_http_mode_until_cancelled(
         await slack_fake.wait_for(
             "chat.update", where=lambda c: str(c.args.get("text")).startswith("✅")
         )
+        # the token was checked at start; Bolt's authorization reused that answer
+        assert len(slack_fake.calls_to("auth.test")) == 1
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -101,6 +103,7 @@ async def test_run_slack_in_socket_mode_answers_once_per_event(
         await slack_fake.wait_socket_ack(retry)
         assert len(slack_fake.calls_to("chat.postMessage")) == posts
         assert len(agent_env.llm.calls("plan")) == 1
+        assert len(slack_fake.calls_to("auth.test")) == 1  # at start only (reuse_auth_test)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
