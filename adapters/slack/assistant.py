@@ -397,7 +397,11 @@ class AssistantSurface:
             return
         if self._said:  # the files are being sent
             return
-        await self._set_line(status_line(self._board))
+        if self._board.stage is not Stage.DONE:
+            # Done, the answer not out yet: the line stays until it is (a
+            # paced edit reading the board after the turn's end cleared it,
+            # then "is sending 1 file…" came back, then it was cleared again).
+            await self._set_line(status_line(self._board))
         await self._cards_to_date()
 
     async def _set_line(self, line: str) -> None:

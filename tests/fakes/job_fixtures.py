@@ -146,3 +146,19 @@ async def task_checkpointed(agent: Any, task_id: int, within: float = 20.0) -> N
             ):
                 return
             await asyncio.sleep(0.02)
+
+
+async def status_recorded(
+    agent: Any, predicate: Callable[[dict[str, Any]], bool], within: float = 20.0
+) -> None:
+    """Wait until a job running in ``agent`` has a stored ``status_ref`` (what
+    its surface posted) that satisfies ``predicate``: the platform sees a post
+    before the surface records it, so a test that kills the process after
+    seeing a post must wait for its record too."""
+    async with asyncio.timeout(within):
+        while True:
+            running = list(agent.jobs._jobs)
+            rows = await agent.jobs.store.get(running) if running else {}
+            if any(predicate(r.status_ref or {}) for r in rows.values()):
+                return
+            await asyncio.sleep(0.02)

@@ -14,15 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.chat.board import Board
+from adapters.slack import SlackConfig
+from adapters.slack.assistant import AssistantSurface, Features
 from core.store.feedback import FeedbackStore
-from core.types import ConversationKey
+from core.types import ConversationKey, Stage, StageStarted
 from tests.adapters.slack.conftest import BotFactory, SlackBot
 from tests.fakes.agent_fixture import AgentEnv, model_a, open_agent_env
 from tests.fakes.hf_fake import HFCall
-from tests.fakes.job_fixtures import FakeClock, task_checkpointed
+from tests.fakes.job_fixtures import FakeClock, status_recorded, task_checkpointed
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
     TEAM_ID,
     Call,
     FakeSlack,
@@ -344,6 +350,9 @@ async def test_a_resumed_assistant_job_answers_in_its_thread_once(
         )
     )
     (old,) = first.fake.streams()
+    # Slack has the stream before the job records it: killed in between, the
+    # stream could not be found again (a window no order of the two closes)
+    await status_recorded(env.agent, lambda posted: posted.get("stream") == old.ts)
     await env.agent.jobs.abandon()  # killed: nothing more from this process
 
     clock = FakeClock()
@@ -426,3 +435,37 @@ async def finished(fake: FakeSlack, thread_ts: str) -> tuple[Call, str]:
         ),
     )
     return status, str(final.args["text"])
+
+
+async def test_a_status_edit_after_the_turn_ended_keeps_the_line_until_the_answer_is_out(
+    agent_env: AgentEnv, slack_fake: FakeSlack
+) -> None:
+    """The status is paced: an edit offered while tasks ran may be pushed
+    after the turn's end reached the board, just before the answer is
+    posted.  The status line reads the board: it must not be cleared then
+    (and come back as "is sending…"), only once the answer is out."""
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=slack_fake.base_url)
+    surface = AssistantSurface(
+        agent_env.agent,
+        client,
+        SlackConfig(bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET),
+        team=TEAM_ID,
+        channel="D0DM",
+        thread_ts=THREAD,
+        user="U0USER",
+        features=Features(),
+        request_id="r-late-edit",
+    )
+    board = Board()
+    surface.follow(board)
+    board.apply(StageStarted(Stage.RUNNING))
+    await surface.post_status("running")
+    board.stage = Stage.DONE  # Finished applied; the answer not posted yet
+
+    await surface.edit_status("⏳ a paced edit from while the tasks ran")
+    assert "" not in statuses(slack_fake)
+
+    await surface.post_answer("A fox.", [])
+    await surface.edit_status("✅ Done")  # the turn's last status: the line goes
+    said = statuses(slack_fake)
+    assert said[0].startswith("is running tasks") and said[1:] == [""]
