@@ -10,7 +10,8 @@ durable job, then process; the job runner runs it), runs one request to warm
 up, prints ``ready`` and waits for ``go`` on stdin; then sends its N
 single-task requests at once, each in a conversation of its own, and prints
 one JSON line: ``{"t0", "t1", "walls", "errors", "cpu"}`` (``t0``/``t1`` on
-``time.monotonic()``, the same clock in every process on Linux).
+``time.monotonic()``, the same clock in every process on Linux); it closes
+the bot on the next line (or the end) of stdin.
 """
 
 from __future__ import annotations
@@ -113,14 +114,17 @@ async def _main(args: argparse.Namespace) -> None:
         c0, t0 = time.process_time(), time.monotonic()
         runs = await asyncio.gather(*(timed_job(adapter, r, within=240) for r in reqs))
         t1, cpu = time.monotonic(), time.process_time() - c0
-    out = {
-        "t0": t0,
-        "t1": t1,
-        "walls": [r.wall for r in runs],
-        "errors": error_kinds(runs),
-        "cpu": cpu,
-    }
-    print(json.dumps(out), flush=True)
+        out = {
+            "t0": t0,
+            "t1": t1,
+            "walls": [r.wall for r in runs],
+            "errors": error_kinds(runs),
+            "cpu": cpu,
+        }
+        print(json.dumps(out), flush=True)
+        # open until told (or stdin closes): the database's connections to
+        # this process are alive when the parent reads the machine's CPU
+        await loop.run_in_executor(None, sys.stdin.readline)
 
 
 def main() -> int:

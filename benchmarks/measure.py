@@ -52,6 +52,7 @@ from benchmarks.harness import (
     timed,
     verdict,
 )
+from benchmarks.machine_cpu import Spent, snapshot, spent
 from benchmarks.user_path import measure_user_path
 from core.selection import FINISHED_FIRST
 from core.types import Attachment, Request
@@ -743,15 +744,19 @@ async def m_concurrency(ctx: Ctx) -> Result:
                         reqs = [
                             request(conversation(f"cc{label}", i), f"u{i}", shape) for i in range(n)
                         ]
+                        before = snapshot()
                         c0, t0 = time.process_time(), time.perf_counter()
                         runs: list[Run] = await asyncio.gather(
                             *(timed_job(adapter, r, within=240) for r in reqs)
                         )
                         total, cpu = time.perf_counter() - t0, time.process_time() - c0
+                        machine = spent(before, snapshot(), {os.getpid()}, total)
                         walls = sorted(r.wall for r in runs)
                         kinds = error_kinds(runs)
                 if workers > 1:  # the bot above is closed: only the workers hold jobs
-                    total, walls, kinds, cpu = await _workers(ctx, db_url or "", tmp, n, workers)
+                    total, walls, kinds, cpu, machine = await _workers(
+                        ctx, db_url or "", tmp, n, workers
+                    )
                 failed = sum(kinds.values())
                 ratio = total / one
                 case = f"{label}, {n} requests, {workers} process{'es' if workers > 1 else ''}"
@@ -778,7 +783,8 @@ async def m_concurrency(ctx: Ctx) -> Result:
                     note=f"total {total:.1f} s, one request {one:.2f} s; per-request "
                     f"p50 {percentile(walls, 0.5):.1f} s, max {walls[-1]:.1f} s; bot CPU "
                     f"{cpu / n * 1000:.0f} ms per request ({cpu:.1f} s in all); at most "
-                    f"{inflight} requests at once per process (MAX_INFLIGHT_REQUESTS)",
+                    f"{inflight} requests at once per process (MAX_INFLIGHT_REQUESTS)"
+                    + (f"; {machine.line()}" if machine is not None else ""),
                 )
                 res.details.setdefault("concurrency", {})[label] = {
                     "requests": n,
@@ -791,16 +797,26 @@ async def m_concurrency(ctx: Ctx) -> Result:
                     "p50": percentile(walls, 0.5),
                     "p95": percentile(walls, 0.95),
                     "max": walls[-1],
+                    "machine_cpu_s": None
+                    if machine is None
+                    else {
+                        "bot": machine.bot,
+                        "fakes": machine.fakes,
+                        "postgres": machine.postgres,
+                        "rest": machine.rest,
+                        "cores": machine.cores,
+                    },
                 }
     return res
 
 
 async def _workers(
     ctx: Ctx, db_url: str, tmp: Path, n: int, k: int
-) -> tuple[float, list[float], dict[str, int], float]:
+) -> tuple[float, list[float], dict[str, int], float, Spent | None]:
     """``k`` bot processes (``benchmarks.concurrency_worker``) on ``db_url``,
     each sending its share of ``n`` requests at once when told to, all at the
-    same moment: (total wall, every request's wall, error kinds, their CPU)."""
+    same moment: (total wall, every request's wall, error kinds, their CPU,
+    the machine's CPU from "go" to the last worker's answer)."""
     shares = [n // k + (1 if i < n % k else 0) for i in range(k)]
     procs: list[asyncio.subprocess.Process] = []
     try:
@@ -832,6 +848,7 @@ async def _workers(
             line = (await asyncio.wait_for(p.stdout.readline(), 120)).decode().strip()
             if line != "ready":
                 raise RuntimeError(f"a worker did not start: {line or 'no output'}")
+        before, t0 = snapshot(), time.perf_counter()
         for p in procs:
             assert p.stdin is not None
             p.stdin.write(b"go\n")
@@ -840,8 +857,15 @@ async def _workers(
         for p in procs:
             assert p.stdout is not None
             outs.append(json.loads(await asyncio.wait_for(p.stdout.readline(), 300)))
+        machine = spent(before, snapshot(), {p.pid for p in procs}, time.perf_counter() - t0)
+        for p in procs:  # now they may close their database connections
+            assert p.stdin is not None
+            p.stdin.write(b"close\n")
+            await p.stdin.drain()
     finally:
         for p in procs:
+            if p.stdin is not None and not p.stdin.is_closing():
+                p.stdin.close()  # a worker waiting for its next line ends
             if p.returncode is None:
                 try:
                     await asyncio.wait_for(p.wait(), 15)
@@ -854,7 +878,7 @@ async def _workers(
     for o in outs:
         for key, c in o["errors"].items():
             kinds[key] = kinds.get(key, 0) + c
-    return total, walls, kinds, sum(o["cpu"] for o in outs)
+    return total, walls, kinds, sum(o["cpu"] for o in outs), machine
 
 
 # -------------------------------------------------------------------- 8. reuse
