@@ -25,6 +25,7 @@ test can expire a lease with a fake clock.
 from __future__ import annotations
 
 import asyncio
+import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.db import Tx, unique_violation
@@ -291,6 +293,59 @@ _FINISH = (
 
 
 GROUP_LIMIT = 64  # lease-guarded writes at most in one shared transaction
+
+
+# The times as the column takes them (aware UTC; a naive one is refused).
+_PG_NOWS = sa.bindparam("nows", type_=postgresql.ARRAY(_C.updated_at.type))
+
+# PostgreSQL: a run of checkpoints (or of finishes) of distinct jobs in one
+# statement, each row guarded by its own lease as when alone; the ids it
+# changed come back.  One text for any number of rows (arrays, not VALUES):
+# one compiled statement, one prepared statement.  JSON goes as text, cast.
+_PG_CHECKPOINTS = sa.text(
+    f"UPDATE {_J.name} AS j SET checkpoint = CAST(v.cp AS json), updated_at = v.now"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:owners AS text[]), CAST(:cps AS text[]),"
+    " CAST(:nows AS timestamptz[])) AS v(id, owner, cp, now)"
+    f" WHERE j.id = v.id AND j.lease_owner = v.owner AND j.state = '{RUNNING}'"
+    " RETURNING j.id"
+).bindparams(_PG_NOWS)
+_PG_FINISHES = sa.text(
+    f"UPDATE {_J.name} AS j SET state = '{DONE}', lease_owner = NULL, lease_expires = NULL,"
+    " payload = CAST(v.payload AS json), checkpoint = CAST(v.summary AS json),"
+    " error = v.error, finished_at = v.now, updated_at = v.now"
+    " FROM unnest(CAST(:ids AS bigint[]), CAST(:owners AS text[]),"
+    " CAST(:payloads AS text[]), CAST(:summaries AS text[]), CAST(:errors AS text[]),"
+    " CAST(:nows AS timestamptz[])) AS v(id, owner, payload, summary, error, now)"
+    f" WHERE j.id = v.id AND j.lease_owner = v.owner AND j.state != '{DONE}'"
+    " RETURNING j.id"
+).bindparams(_PG_NOWS)
+
+
+def _pg_checkpoints(rows: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    return _PG_CHECKPOINTS, {
+        "ids": [r["job_id"] for r in rows],
+        "owners": [r["owner"] for r in rows],
+        "cps": [json.dumps(r["cp"]) for r in rows],
+        "nows": [r["now"] for r in rows],
+    }
+
+
+def _pg_finishes(rows: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    return _PG_FINISHES, {
+        "ids": [r["job_id"] for r in rows],
+        "owners": [r["owner"] for r in rows],
+        "payloads": [json.dumps(r["payload"]) for r in rows],
+        "summaries": [json.dumps(r["summary"]) for r in rows],
+        "errors": [r["error"] for r in rows],
+        "nows": [r["now"] for r in rows],
+    }
+
+
+# The statements a run of PostgreSQL group writes goes as (see _PG_CHECKPOINTS).
+_PG_MANY: dict[int, Callable[[list[dict[str, Any]]], tuple[Any, dict[str, Any]]]] = {
+    id(_MARK_SAVED): _pg_checkpoints,
+    id(_FINISH): _pg_finishes,
+}
 
 
 @dataclass(slots=True)
@@ -713,7 +768,9 @@ class JobStore:
         one statement go as one ``executemany`` where the driver sums their
         row counts: all held (the usual case) when the sum is their number,
         else each is run again on its own (the same values: a row written
-        already is counted again, one not held is not)."""
+        already is counted again, one not held is not).  On PostgreSQL,
+        checkpoints (or finishes) of distinct jobs go as one statement that
+        returns the ids it changed (``_PG_MANY``)."""
         accepts = [w for w in batch if isinstance(w, _Accept)]
         updates = [w for w in batch if isinstance(w, _Write)]
         action = "checkpoint requests" if updates else "record the request"
@@ -724,24 +781,45 @@ class JobStore:
         return [next(rows) if isinstance(w, _Accept) else next(done) for w in batch]
 
     async def _updates(self, s: Tx, batch: list[_Write]) -> list[int]:
-        """Run the updates of ``batch`` in ``s``; their row counts."""
-        counts: list[int] = []
+        """Run the updates of ``batch`` in ``s``; their row counts.  Writes of
+        distinct jobs (the usual case: a caller waits for its write before
+        the next) go grouped by statement, as their order does not matter;
+        two of one job keep the order they were asked in."""
+        order = list(range(len(batch)))
+        if len({w.params["job_id"] for w in batch}) == len(batch):
+            first: dict[int, int] = {}
+            for k, w in enumerate(batch):
+                first.setdefault(id(w.stmt), k)
+            order.sort(key=lambda k: first[id(batch[k].stmt)])
+        counts = [0] * len(batch)
         i = 0
-        while i < len(batch):
+        while i < len(order):
             j = i + 1
-            while j < len(batch) and batch[j].stmt is batch[i].stmt:
+            while j < len(order) and batch[order[j]].stmt is batch[order[i]].stmt:
                 j += 1
-            run = batch[i:j]
-            if len(run) > 1 and self._summed:
-                result = await s.execute(run[0].stmt, [w.params for w in run])
-                if int(result.rowcount) == len(run):  # type: ignore[attr-defined]
-                    counts += [1] * len(run)
-                    i = j
-                    continue
-            for w in run:
-                result = await s.execute(w.stmt, w.params)
-                counts.append(int(result.rowcount))  # type: ignore[attr-defined]
+            run = [batch[k] for k in order[i:j]]
+            for k, n in zip(order[i:j], await self._run(s, run), strict=True):
+                counts[k] = n
             i = j
+        return counts
+
+    async def _run(self, s: Tx, run: list[_Write]) -> list[int]:
+        """Updates of one statement: one ``executemany`` when the driver sums
+        row counts and all were held, one statement on PostgreSQL for jobs
+        all distinct (``_PG_MANY``), else one by one."""
+        many = _PG_MANY.get(id(run[0].stmt)) if self.dialect == "postgresql" else None
+        if len(run) > 1 and many is not None and len({w.params["job_id"] for w in run}) == len(run):
+            stmt, params = many([w.params for w in run])
+            changed = set((await s.execute(stmt, params)).scalars())
+            return [int(w.params["job_id"] in changed) for w in run]
+        if len(run) > 1 and self._summed:
+            result = await s.execute(run[0].stmt, [w.params for w in run])
+            if int(result.rowcount) == len(run):  # type: ignore[attr-defined]
+                return [1] * len(run)
+        counts: list[int] = []
+        for w in run:
+            result = await s.execute(w.stmt, w.params)
+            counts.append(int(result.rowcount))  # type: ignore[attr-defined]
         return counts
 
     async def set_status_ref(
