@@ -33,7 +33,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.db import Tx, unique_violation
@@ -296,7 +295,7 @@ GROUP_LIMIT = 64  # lease-guarded writes at most in one shared transaction
 
 
 # The times as the column takes them (aware UTC; a naive one is refused).
-_PG_NOWS = sa.bindparam("nows", type_=postgresql.ARRAY(_C.updated_at.type))
+_PG_NOWS = sa.bindparam("nows", type_=sa.ARRAY(_C.updated_at.type))
 
 # PostgreSQL: a run of checkpoints (or of finishes) of distinct jobs in one
 # statement, each row guarded by its own lease as when alone; the ids it
