@@ -35,6 +35,7 @@ runs, usage) without those rows — a turn is never lost to a refused value.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -52,7 +53,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from core.clock import SYSTEM_CLOCK, Clock, utc
-from core.errors import StoreConflict, StoreRejected
+from core.errors import LeaseLost, StoreConflict, StoreRejected, StoreUnavailable
 from core.store.db import (
     DB_ERRORS,
     Database,
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 EVENT_TTL = timedelta(days=1)
 PRUNE_EVERY = 3600.0  # seconds between prunes of processed_events, per process
 SAVE_ATTEMPTS = 3  # a handle clash with a concurrent writer is retried this often
+SAVE_GROUP_LIMIT = 32  # turns at most in one shared save transaction (a burst's)
 
 
 @dataclass(frozen=True)
@@ -327,6 +329,26 @@ class _Attempt:
     summary: dict[str, Any] | None = None  # of the job's checkpoint, as written
 
 
+@dataclass(slots=True)
+class _Save:
+    """A turn waiting for the next shared save transaction."""
+
+    turn: TurnRecord
+    files: list[Resource]
+    storage: list[str]
+    done: asyncio.Future[tuple[Resource, ...]]
+
+
+def _resolve(save: _Save, final: tuple[Resource, ...]) -> None:
+    if not save.done.done():  # its caller may have gone: the turn stands
+        save.done.set_result(final)
+
+
+def _reject(save: _Save, exc: BaseException) -> None:
+    if not save.done.done():
+        save.done.set_exception(exc)
+
+
 class Repo:
     def __init__(self, db: Database, media: MediaStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
@@ -340,6 +362,10 @@ class Repo:
         self._paths: dict[str, Path] = {}
         # what this process last read or wrote of each job's checkpoint
         self.job_summaries = JobSummaries()
+        # turns asked to be saved while another save is under way (save_turn)
+        self._saving = False
+        self._saves: list[_Save] = []
+        self._saver: asyncio.Task[None] | None = None
         now = sa.bindparam("now", type_=_CONV.c.created_at.type)
         self._upsert_conversation = (
             self._insert(_CONV)
@@ -485,16 +511,95 @@ class Repo:
         turn the database refuses is logged and written again in a plainer
         shape (see the module's docstring) until it is taken; StoreRejected
         only if even the bare turn is refused, StoreUnavailable if the
-        database cannot be reached."""
+        database cannot be reached.
+
+        Turns asked for while another is being saved (a burst) are saved
+        together next, one transaction and one commit for the group; a group
+        the database refuses any part of is saved again turn by turn, so
+        each caller still learns its own outcome."""
         # Validate paths before touching the database: a file outside the
         # media root is a programming error, not an outage.
         files = [*turn.uploads, *turn.reply.files]
         storage = [self.media.relative(r.path) for r in files]
+        if turn.job is not None:  # unknown until the turn's transaction commits
+            self.job_summaries.forget(turn.job.job_id)
+        if self._saving:  # another save is under way: this one goes in the next, shared
+            done: asyncio.Future[tuple[Resource, ...]] = asyncio.get_running_loop().create_future()
+            self._saves.append(_Save(turn, files, storage, done))
+            return await done
+        self._saving = True  # nothing under way: at once, in the caller's task
+        try:
+            return await self._save_alone(turn, files, storage)
+        finally:
+            if self._saves:  # asked meanwhile: saved together, then any asked meanwhile…
+                self._saver = asyncio.get_running_loop().create_task(
+                    self._save_queued(), name="turn-saves"
+                )
+            else:
+                self._saving = False
+
+    async def _save_queued(self) -> None:
+        """Save the turns asked for while others were saved: together, one
+        transaction (one commit) a group; if the database refuses any part
+        of a group (a value, a handle, a lost lease) or cannot be reached,
+        each of its turns is saved on its own, so only the one at fault
+        fails or is saved in a plainer shape."""
+        batch: list[_Save] = []
+        try:
+            while self._saves:
+                batch = [w for w in self._saves[:SAVE_GROUP_LIMIT] if not w.done.cancelled()]
+                del self._saves[:SAVE_GROUP_LIMIT]
+                if len(batch) > 1:
+                    try:
+                        finals = await self._save_together(batch)
+                    except StoreUnavailable as exc:  # each would only wait to hear it again
+                        for w in batch:
+                            _reject(w, exc)
+                        batch = []
+                        continue
+                    except (Exception, LeaseLost) as exc:  # LeaseLost: a BaseException
+                        log.info(
+                            "saving %d turns together failed (%s); saving each on its own",
+                            len(batch),
+                            describe_db_error(exc.__cause__ or exc),
+                        )
+                    else:
+                        for w, final in zip(batch, finals, strict=True):
+                            _resolve(w, final)
+                        batch = []
+                        continue
+                for w in batch:
+                    try:
+                        _resolve(w, await self._save_alone(w.turn, w.files, w.storage))
+                    except (Exception, LeaseLost) as exc:
+                        _reject(w, exc)
+                batch = []
+        finally:  # cancelled (the loop is closing): nobody is left to save these
+            for w in [*batch, *self._saves]:
+                _reject(w, StoreUnavailable("the store closed before this turn was saved"))
+            self._saves.clear()
+            self._saving = False
+
+    async def _save_together(self, batch: list[_Save]) -> list[tuple[Resource, ...]]:
+        """The turns of ``batch`` in one transaction, each as a first try
+        (see :meth:`_save_alone`); raises if any part of any is refused."""
+        attempts = [_Attempt(dict.fromkeys(_PARTS, 0)) for _ in batch]
+        async with self._session("save turns", write=True) as s:
+            finals = [
+                await self._save(s, w.turn, w.files, w.storage, attempt)
+                for w, attempt in zip(batch, attempts, strict=True)
+            ]
+        for w, attempt in zip(batch, attempts, strict=True):
+            if w.turn.job is not None:
+                self.job_summaries.remember(w.turn.job.job_id, attempt.summary)
+        return finals
+
+    async def _save_alone(
+        self, turn: TurnRecord, files: list[Resource], storage: list[str]
+    ) -> tuple[Resource, ...]:
         rid = turn.request.request_id
         shape = dict.fromkeys(_PARTS, 0)
         clashes = 0
-        if turn.job is not None:  # unknown until the turn's transaction commits
-            self.job_summaries.forget(turn.job.job_id)
         while True:
             attempt = _Attempt(dict(shape))
             try:
