@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from core.errors import LeaseLost
+import pytest
+
+from core.errors import LeaseLost, StoreUnavailable
 from core.store import MediaStore, Repo, TurnRecord
 from core.store.jobs import JobFence, JobStore
 from core.store.models import utcnow
@@ -99,3 +101,19 @@ async def test_a_turn_whose_job_was_taken_is_not_saved_the_others_are(repo: Repo
     rows = await jobs.get(ids)
     assert rows[ids[0]].checkpoint == {"v": 2, "reply": {"text": "a0", "files": [], "tasks": []}}
     assert rows[ids[1]].checkpoint is None
+
+
+async def test_on_a_database_that_is_not_there_every_caller_hears_it(dead_repo: Repo) -> None:
+    """A group that cannot reach the database fails at once, each caller with
+    the outage (not tried again turn by turn)."""
+    first = asyncio.ensure_future(dead_repo.save_turn(turn(key(0), "q0", "a0")))
+    await asyncio.sleep(0)
+    outcomes = await asyncio.gather(
+        first,
+        *(dead_repo.save_turn(turn(key(i), f"q{i}", f"a{i}")) for i in range(1, 4)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
+    # nothing is left waiting: the next save is tried (and fails) on its own
+    with pytest.raises(StoreUnavailable):
+        await dead_repo.save_turn(turn(key(9), "again", "later"))
