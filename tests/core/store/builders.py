@@ -1,10 +1,13 @@
-"""Small builders for store tests: a stored upload, a generated file, a turn."""
+"""Small builders for store tests: a stored upload, a generated file, a turn,
+running jobs."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from core.store import MediaStore, TurnRecord
+from core.store.jobs import JobStore
+from core.store.models import utcnow
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord, TaskStatus
 
 CHANNEL = ConversationKey("discord", "guild1", "chan1")
@@ -63,3 +66,26 @@ def task(index: int, name: str = "text-to-image", files: tuple[str, ...] = ()) -
         result={"label": "cat", "score": 0.9},
         files=files,
     )
+
+
+LEASE = 60.0
+
+
+async def running(jobs: JobStore, n: int, owner: str = "p1") -> list[int]:
+    """``n`` jobs (conversations c0, c1…) accepted and claimed by ``owner``."""
+    ids = []
+    for i in range(n):
+        accepted = await jobs.accept(
+            kind="test",
+            conversation=f"c{i}",
+            payload={},
+            request_id=f"r{i}",
+            dedup_key=None,
+            owner=owner,
+            now=utcnow(),
+            lease=LEASE,
+        )
+        ids.append(accepted.job.id)
+    started = await jobs.claim(owner=owner, kinds=["test"], now=utcnow(), lease=LEASE, limit=n)
+    assert sorted(r.id for r in started) == ids
+    return ids

@@ -16,28 +16,10 @@ from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store import Repo
 from core.store.jobs import DONE, JobStore
 from core.store.models import StoredJob, utcnow
+from tests.core.store.builders import running
 from tests.fakes.db_transactions import Commits, transactions
 
 LEASE = 60.0
-
-
-async def running(jobs: JobStore, n: int, owner: str = "p1") -> list[int]:
-    ids = []
-    for i in range(n):
-        accepted = await jobs.accept(
-            kind="test",
-            conversation=f"c{i}",
-            payload={},
-            request_id=f"r{i}",
-            dedup_key=None,
-            owner=owner,
-            now=utcnow(),
-            lease=LEASE,
-        )
-        ids.append(accepted.job.id)
-    started = await jobs.claim(owner=owner, kinds=["test"], now=utcnow(), lease=LEASE, limit=n)
-    assert sorted(r.id for r in started) == ids
-    return ids
 
 
 async def test_checkpoints_asked_together_share_one_transaction(repo: Repo) -> None:

@@ -14,11 +14,9 @@ from core.store import MediaStore, Repo, TurnRecord
 from core.store.jobs import JobFence, JobStore
 from core.store.models import utcnow
 from core.types import ConversationKey
-from tests.core.store.builders import stored, task, turn
+from tests.core.store.builders import running, stored, task, turn
 from tests.core.store.test_refused import refuse
 from tests.fakes.db_transactions import Commits
-
-LEASE = 60.0
 
 
 def key(i: int) -> ConversationKey:
@@ -66,20 +64,7 @@ async def test_a_turn_the_database_refuses_fails_alone_the_others_are_saved(
 
 async def test_a_turn_whose_job_was_taken_is_not_saved_the_others_are(repo: Repo) -> None:
     jobs = JobStore(repo)
-    ids = []
-    for i in range(3):
-        accepted = await jobs.accept(
-            kind="test",
-            conversation=f"c{i}",
-            payload={},
-            request_id=f"r{i}",
-            dedup_key=None,
-            owner="p1",
-            now=utcnow(),
-            lease=LEASE,
-        )
-        ids.append(accepted.job.id)
-    await jobs.claim(owner="p1", kinds=["test"], now=utcnow(), lease=LEASE, limit=3)
+    ids = await running(jobs, 3)
     assert await jobs.release([ids[1]], owner="p1", now=utcnow()) == 1  # another's now
 
     def fenced(i: int) -> TurnRecord:
