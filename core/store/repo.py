@@ -541,9 +541,10 @@ class Repo:
     async def _save_queued(self) -> None:
         """Save the turns asked for while others were saved: together, one
         transaction (one commit) a group; if the database refuses any part
-        of a group (a value, a handle, a lost lease) or cannot be reached,
-        each of its turns is saved on its own, so only the one at fault
-        fails or is saved in a plainer shape."""
+        of a group (a value, a handle, a lost lease), each of its turns is
+        saved on its own, so only the one at fault fails or is saved in a
+        plainer shape.  A database that cannot be reached fails the group's
+        callers at once (each alone would only wait to hear it again)."""
         batch: list[_Save] = []
         try:
             while self._saves:
