@@ -342,7 +342,10 @@ async def test_a_job_that_keeps_killing_its_process_is_given_up_with_a_word(
     claimed forever: past ``max_attempts`` the person is told and it is closed."""
     clock = FakeClock()
     async with agent_on(tmp_path, llm_fake, hf_fake, shared_db_url, clock=clock) as (env, runner):
-        env.agent.jobs.max_inflight = 1
+        # No room here while the dead processes take their turns: each jump of
+        # the clock lets this queue's next round (real time) take the expired
+        # job itself, before the next dead process's claim.
+        env.agent.jobs.max_inflight = 0
         store = env.agent.jobs.store
         job = await submit(env.agent, KEY, "the poison")
         for n in range(env.agent.jobs.max_attempts):  # five processes died on it
@@ -352,6 +355,7 @@ async def test_a_job_that_keeps_killing_its_process_is_given_up_with_a_word(
             )
             assert [r.id for r in claimed] == [job]
         clock.advance(LEASE + 1)
+        env.agent.jobs.max_inflight = 1
         assert await env.agent.process(job) == "done"
         await finished(env, job)
     assert [(j, error_text(failure)) for j, failure in runner.gave_up] == [
