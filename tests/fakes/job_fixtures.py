@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from core.errors import RunFailed
 from core.jobs import LeasedJob
+from core.store.jobs import JobRow
 from core.types import AgentAPI, ConversationKey, Notice, Reply, Request, new_request_id
 from tests.fakes import clock
 from tests.fakes.db_fixtures import PG_URL, POSTGRES, sqlite_url
@@ -133,19 +134,27 @@ async def submit(
     return accepted.job.id
 
 
-async def task_checkpointed(agent: Any, task_id: int, within: float = 20.0) -> None:
-    """Wait until a job running in ``agent`` has task ``task_id``'s outcome in
-    its stored checkpoint (a dependent may start before its parent's result
-    is checkpointed: a test that kills the process must wait for this)."""
+async def running_job_stored(
+    agent: Any, predicate: Callable[[JobRow], bool], within: float = 20.0
+) -> None:
+    """Wait until a job running in ``agent`` has a stored row satisfying
+    ``predicate`` (what reached the store, not what the process holds)."""
     async with asyncio.timeout(within):
         while True:
             running = list(agent.jobs._jobs)
             rows = await agent.jobs.store.get(running) if running else {}
-            if any(
-                str(task_id) in ((r.checkpoint or {}).get("outcomes") or {}) for r in rows.values()
-            ):
+            if any(predicate(r) for r in rows.values()):
                 return
             await asyncio.sleep(0.02)
+
+
+async def task_checkpointed(agent: Any, task_id: int, within: float = 20.0) -> None:
+    """Wait until a job running in ``agent`` has task ``task_id``'s outcome in
+    its stored checkpoint (a dependent may start before its parent's result
+    is checkpointed: a test that kills the process must wait for this)."""
+    await running_job_stored(
+        agent, lambda r: str(task_id) in ((r.checkpoint or {}).get("outcomes") or {}), within
+    )
 
 
 async def status_recorded(
@@ -155,10 +164,4 @@ async def status_recorded(
     its surface posted) that satisfies ``predicate``: the platform sees a post
     before the surface records it, so a test that kills the process after
     seeing a post must wait for its record too."""
-    async with asyncio.timeout(within):
-        while True:
-            running = list(agent.jobs._jobs)
-            rows = await agent.jobs.store.get(running) if running else {}
-            if any(predicate(r.status_ref or {}) for r in rows.values()):
-                return
-            await asyncio.sleep(0.02)
+    await running_job_stored(agent, lambda r: predicate(r.status_ref or {}), within)
