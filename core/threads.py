@@ -61,18 +61,21 @@ WAITING_THREADS = 128
 _waiting: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
+async def _in(pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of ``pool``, with the caller's context variables
+    (as ``asyncio.to_thread``)."""
+    call = functools.partial(contextvars.copy_context().run, fn)
+    return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+
 async def work(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` in a thread of :data:`WORK_THREADS`, with the
-    caller's context variables (as ``asyncio.to_thread``)."""
-    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(WORK_THREADS, call)
+    """``fn(*args, **kwargs)`` in a thread of :data:`WORK_THREADS`."""
+    return await _in(WORK_THREADS, functools.partial(fn, *args, **kwargs))
 
 
 async def in_hosted_thread(call: Callable[[], T]) -> T:
-    """``call`` in a thread of :data:`HOSTED_THREADS` (as ``asyncio.to_thread``:
-    the caller's context variables with it)."""
-    run = functools.partial(contextvars.copy_context().run, call)
-    return await asyncio.get_running_loop().run_in_executor(HOSTED_THREADS, run)
+    """``call()`` in a thread of :data:`HOSTED_THREADS`."""
+    return await _in(HOSTED_THREADS, call)
 
 
 def wait_in_many_threads(loop: asyncio.AbstractEventLoop) -> None:
