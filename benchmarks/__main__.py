@@ -40,6 +40,10 @@ What each figure is:
    (accepted as durable jobs, run under MAX_INFLIGHT_REQUESTS): failed
    requests, total wall ÷ one request.  SQLite in one process; PostgreSQL in
    ``--workers`` bot processes (default one per CPU) sharing the database.
+   Beside it, per store, the floor (``benchmarks.request_floor``, INFO): one
+   request recorded through that bot, its calls replayed N at once on the
+   client libraries alone, every write group-committed; N × that CPU per
+   request ÷ the processes ÷ one request's wall, the ratio CPU alone implies.
 8. reuse – a repeated question in one conversation: the same model on the
    same image asked again, by its handle and re-uploaded under another name;
    model calls each repeat made (target 0), and the result cache's hit rate

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from benchmarks import request_floor
 from benchmarks.concurrency_worker import BenchAdapter, error_kinds, timed_job
 from benchmarks.harness import (
     JARVIS_TOKENS,
@@ -695,7 +696,16 @@ async def m_concurrency(ctx: Ctx) -> Result:
     errors, and total wall ÷ one request's wall.  SQLite runs one process
     (the embedded store has one writer); PostgreSQL runs ``--workers`` bot
     processes on one database, each taking its share of the requests, as a
-    deployment of several workers does."""
+    deployment of several workers does.
+
+    Beside it, per store, the floor's figure (``benchmarks.request_floor``):
+    one request recorded through the same bot at zero latency (while it is
+    open: for PostgreSQL before the workers run), its calls replayed N at once
+    on the client libraries alone with every write group-committed, in a
+    process of its own on a fresh database; N × its CPU per request ÷ the
+    processes (1 SQLite, ``--workers`` PostgreSQL) ÷ one request's wall: the
+    ratio CPU alone implies on this machine (INFO; FAIL if it could not be
+    taken, the other rows unaffected)."""
     res = Result()
     n = 100 if ctx.quick else 500
     raise_fd_limit()
@@ -753,6 +763,13 @@ async def m_concurrency(ctx: Ctx) -> Result:
                         machine = spent(before, snapshot(), {os.getpid()}, total)
                         walls = sorted(r.wall for r in runs)
                         kinds = error_kinds(runs)
+                    # the floor's recording: this bot, warm, at zero latency
+                    await fakes.reset()
+                    await fakes.script(shape)
+                    recorded = await _floor_record(ctx, agent, adapter, fakes, settings)
+                    if workers > 1:  # the workers' burst at section 7's latencies
+                        await fakes.reset(llm_delay=0.2, model_delay=0.1)
+                        await fakes.script(shape)
                 if workers > 1:  # the bot above is closed: only the workers hold jobs
                     total, walls, kinds, cpu, machine = await _workers(
                         ctx, db_url or "", tmp, n, workers
@@ -807,7 +824,121 @@ async def m_concurrency(ctx: Ctx) -> Result:
                         "cores": machine.cores,
                     },
                 }
+                await fakes.reset()  # the replay at zero latency, as recorded
+                await fakes.script(shape)
+                floor = await _floor_replay(recorded, tmp, n, url)
+                _floor_row(res, label, case, n, workers, one, cpu, floor)
     return res
+
+
+FLOOR_PART = request_floor.GROUPED[1]  # what section 7 replays: "all, writes grouped"
+
+
+async def _floor_record(
+    ctx: Ctx, agent: Any, adapter: BenchAdapter, fakes: Fakes, settings: Any
+) -> request_floor.Recording | str:
+    """One request recorded through the bot (``request_floor.record``), or why not."""
+    try:
+        return await asyncio.wait_for(
+            request_floor.record(ctx.urls, agent, adapter, fakes, settings), 60
+        )
+    except Exception as e:
+        return f"the recording failed: {type(e).__name__}: {e}"
+
+
+async def _floor_replay(
+    recorded: request_floor.Recording | str, tmp: Path, n: int, pg: str | None
+) -> dict[str, Any]:
+    """The recorded request's calls replayed ``n`` at once, every write
+    group-committed, in a process of its own on a fresh database (SQLite: a
+    file under ``tmp``; PostgreSQL: a throw-away database on ``pg``):
+    ``request_floor.replay``'s output, or ``{"error": why}``."""
+    if isinstance(recorded, str):
+        return {"error": recorded}
+
+    async def on(url: str) -> dict[str, Any]:
+        await request_floor.fresh_schema(url)
+        return await asyncio.to_thread(
+            request_floor.replay_in_child,
+            recorded,
+            url,
+            tmp,
+            0,  # no sequential loop
+            n,
+            False,
+            parts=(FLOOR_PART,),
+            timeout=180,
+        )
+
+    try:
+        if pg is None:
+            out = await on(f"sqlite+aiosqlite:///{tmp / 'floor.db'}")
+        else:
+            async with temp_pg_database(pg) as url:
+                out = await on(url)
+    except Exception as e:
+        lines = [x for x in str(e).splitlines() if x.strip()]
+        return {"error": f"the replay failed: {type(e).__name__}: {lines[-1] if lines else ''}"}
+    if FLOOR_PART not in out.get("burst", {}) or out.get("errors"):
+        bad = out.get("errors") or {"no figure": 1}
+        return {"error": "the replay failed: " + "; ".join(f"{c}× {k}" for k, c in bad.items())}
+    out["recording"] = recorded.describe()
+    return out
+
+
+def _floor_row(
+    res: Result,
+    label: str,
+    case: str,
+    n: int,
+    cores: int,
+    one: float,
+    bot_cpu: float,
+    floor: dict[str, Any],
+) -> None:
+    """Section 7's floor row: n × the floor's CPU per request ÷ cores ÷ one."""
+    details = res.details["concurrency"][label]
+    if "error" in floor:
+        res.add(
+            7,
+            "floor: wall ÷ one request",
+            case,
+            "error",
+            "",
+            "FAIL",
+            note=str(floor["error"])[:300],
+        )
+        details["floor"] = {"error": floor["error"]}
+        return
+    cpu, wall = floor["burst"][FLOOR_PART], floor["burst_wall"][FLOOR_PART]
+    implied = n * cpu / cores / one
+    res.add(
+        7,
+        "floor: wall ÷ one request",
+        case,
+        f"{implied:.1f}",
+        "",
+        "INFO",
+        value=implied,
+        unit="ratio",
+        note=f"the client libraries alone replaying this request's calls (benchmarks."
+        f"request_floor), every write group-committed, {n} at once in one process: {n} × "
+        f"{cpu * 1000:.2f} ms CPU ÷ {cores} core{'s' if cores > 1 else ''} ÷ one request's "
+        f"{one:.2f} s (the replay's wall {wall:.1f} s); the bot: {bot_cpu / n * 1000:.1f} ms "
+        f"CPU per request in the burst",
+    )
+    details["floor"] = {
+        "part": FLOOR_PART,
+        "requests": n,
+        "cores": cores,
+        "cpu_per_request_s": cpu,
+        "burst_wall_s": wall,
+        "one_s": one,
+        "ratio": implied,
+        "bot_cpu_per_request_s": bot_cpu / n,
+        "recording": floor.get("recording"),
+        "project_modules": floor.get("project_modules", []),
+    }
 
 
 async def _workers(

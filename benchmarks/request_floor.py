@@ -71,6 +71,13 @@ none of the bot's own code running.
 ``--profile PATH``: the floor's burst again under the CPU-time sampler, by
 component (``concurrency_cpu.by_component``): ``PATH.<store>.floor.txt``.
 The fakes run in a process of their own, as in the other benchmarks.
+
+Section 7 of ``python -m benchmarks`` (``benchmarks.measure.m_concurrency``)
+prints this floor beside its own "total wall ÷ one request": it records one
+request through the bot it measured (:func:`record`) and replays only the
+burst of "all, writes grouped" (``replay``'s ``parts``, the replaying
+process's ``--parts``: no sequential loop, no other part), N at once, on a
+fresh database; N × that CPU per request ÷ its processes ÷ its one request.
 """
 
 from __future__ import annotations
@@ -87,7 +94,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +104,7 @@ MODEL_LATENCY = 0.1  # section 7's latencies (benchmarks.measure.m_concurrency)
 LLM_LATENCY = 0.2
 PARTS = ("LLM calls", "model call", "SQL", "all")
 GROUPED = ("SQL, writes grouped", "all, writes grouped")  # burst only (Replayer._grouped)
+ALL_PARTS = PARTS + GROUPED  # what ``replay``'s ``parts`` may name
 # what a placeholder follows: the column it is compared with or assigned to
 _BEFORE = re.compile(r"([\w.]+)\s*(?:=|!=|<>|<=|>=|<|>|\+|IN\s*\((?:[^()]*,\s*)?)\s*$", re.I)
 _INSERT = re.compile(r"^\s*INSERT INTO (\w+)\s*\(([^)]*)\)\s*VALUES\s*\(", re.I)
@@ -660,24 +668,42 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 async def replay(
-    rec: Recording, db_url: str, requests: int, burst: int, profile: str | None = None
+    rec: Recording,
+    db_url: str,
+    requests: int,
+    burst: int,
+    profile: str | None = None,
+    parts: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The floor: each part alone and all together, sequential and at once."""
+    """The floor: each part alone and all together, sequential and at once.
+
+    ``parts`` (default: all of ``ALL_PARTS``): only those.  One of ``PARTS``
+    runs ``requests`` one after another (none when 0) and ``burst`` at once
+    (none when 0); one of ``GROUPED`` only at once (section 7 of
+    ``python -m benchmarks`` asks for ``GROUPED[1]`` alone)."""
+    chosen = ALL_PARTS if parts is None else tuple(parts)
+    unknown = [p for p in chosen if p not in ALL_PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {unknown}: not in {ALL_PARTS}")
+    plain = [p for p in PARTS if p in chosen]
+    grouped = [p for p in GROUPED if p in chosen]
+    # the warm-up (connections, first uses): 10 requests but for tiny runs
+    first = requests if plain and requests else burst
     out: dict[str, Any] = {"sequential": {}, "burst": {}, "burst_wall": {}}
     async with Replayer(rec, db_url) as r:
-        for i in range(10 if requests >= 10 else 1):  # warm: connections, first uses
+        for i in range(10 if first >= 10 else 1):
             await r.request("all", r.batch(1, None, f"w{i}-")[0])
         if r.errors:
             out["errors"] = dict(r.errors)
             return out
-        for part in PARTS:
+        for part in plain if requests else ():
             out["sequential"][part] = await r.sequential(part, requests, f"s{part[0]}-")
         if burst:
-            for part in PARTS:
+            for part in plain:
                 cpu, wall = await r.burst(part, burst, f"b{part[0]}-")
                 out["burst"][part], out["burst_wall"][part] = cpu, wall
             r.grouped = True  # the writes of a burst group-committed
-            for part in GROUPED:
+            for part in grouped:
                 cpu, wall = await r.burst(part.split(",")[0], burst, f"g{part[0]}-")
                 out["burst"][part], out["burst_wall"][part] = cpu, wall
             r.grouped = False
@@ -729,7 +755,7 @@ def _child(a: argparse.Namespace) -> None:
     """The replay in a process of its own (no core/ or bot/ code imported
     but the SQLite driver adapter): reads the recording, prints one JSON line."""
     rec = pickle.loads(Path(a.replay).read_bytes())
-    out = asyncio.run(replay(rec, a.db, a.requests, a.burst, a.profile))
+    out = asyncio.run(replay(rec, a.db, a.requests, a.burst, a.profile, a.parts))
     out["project_modules"] = sorted(
         m for m in sys.modules if m.split(".")[0] in ("core", "bot", "adapters", "migrations")
     )
@@ -737,8 +763,16 @@ def _child(a: argparse.Namespace) -> None:
 
 
 def replay_in_child(
-    rec: Recording, db_url: str, tmp: Path, requests: int, burst: int, profile: bool
+    rec: Recording,
+    db_url: str,
+    tmp: Path,
+    requests: int,
+    burst: int,
+    profile: bool,
+    parts: Sequence[str] | None = None,
+    timeout: float = 900,
 ) -> dict[str, Any]:
+    """:func:`replay` in a process of its own (``parts``: only those; none given: all)."""
     path = tmp / f"recording.{rec.store}.pickle"
     path.write_bytes(pickle.dumps(rec))
     cmd = [
@@ -756,7 +790,9 @@ def replay_in_child(
     ]
     if profile:
         cmd += ["--profile", "yes"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    for part in parts or ():
+        cmd += ["--parts", part]  # one each: the names hold commas
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"the replay failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -939,6 +975,8 @@ def cli() -> None:
     ap.add_argument("--profile", default=None, metavar="PATH")
     ap.add_argument("--replay", default=None, help=argparse.SUPPRESS)  # the child's recording
     ap.add_argument("--db", default=None, help=argparse.SUPPRESS)
+    # the child's parts, one per option (default: all)
+    ap.add_argument("--parts", action="append", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.replay:
         _child(args)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.concurrency_cpu import fakes_process
 from benchmarks.concurrency_worker import BenchAdapter, timed_job
 from benchmarks.harness import SHAPE_BY_NAME, Fakes, bench_settings, conversation, open_bot, request
@@ -18,6 +20,7 @@ from benchmarks.request_floor import (
     fresh_schema,
     record,
     replay,
+    replay_in_child,
     rows_per_table,
 )
 
@@ -85,3 +88,27 @@ async def test_the_replay_makes_one_recorded_requests_calls_and_writes_its_rows(
             assert await fakes.hf_count() - hf1 == with_model
             rows = await rows_per_table(floor_db)
             assert rows == {t: n * with_sql for t, n in one_request.items()}
+
+
+async def test_the_replay_runs_only_the_parts_asked_for(tmp_path: Path) -> None:
+    """Section 7 of ``python -m benchmarks`` replays only the burst of "all,
+    writes grouped": no warm-up beyond one, no sequential loop, no other part."""
+    shape = SHAPE_BY_NAME["single"]
+    floor_db = f"sqlite+aiosqlite:///{tmp_path / 'floor.db'}"
+    with fakes_process() as urls:
+        async with Fakes(urls) as fakes:
+            await fakes.reset()
+            await fakes.script(shape)
+            settings = bench_settings(tmp_path, urls, None)
+            async with open_bot(settings) as agent:
+                rec = await record(urls, agent, BenchAdapter(agent), fakes, settings)
+            await fresh_schema(floor_db)
+            # in a process of its own, as section 7 runs it (the parts by --parts)
+            out = replay_in_child(rec, floor_db, tmp_path, 0, 5, False, parts=(GROUPED[1],))
+    assert out["errors"] == {}
+    assert out["sequential"] == {}
+    assert set(out["burst"]) == set(out["burst_wall"]) == {GROUPED[1]}
+    assert out["burst"][GROUPED[1]] > 0
+    assert out["replayed"] == {"all": 1 + 5}  # the warm-up, the grouped burst
+    with pytest.raises(ValueError, match="unknown part"):
+        await replay(rec, floor_db, 0, 5, parts=("everything",))
