@@ -32,7 +32,6 @@ from discord.ui import Button, DynamicItem, Item, View
 from adapters.chat import reports
 from adapters.chat.render import CANNOT_TAKE
 from adapters.discord.interactions import (
-    ACCEPT_WITHIN,
     Inter,
     access_refusal,
     asked_by_admin,
@@ -318,7 +317,7 @@ async def _run_approved(interaction: Inter, request_id: str, *, again: bool) -> 
     rid = interaction.extras.setdefault("request_id", new_request_id())
     dedup = f"discord:interaction:{interaction.id}" if again else f"discord:plan:{request_id}"
     try:
-        async with asyncio.timeout(ACCEPT_WITHIN):
+        async with asyncio.timeout(interaction.client.config.accept_within):
             past = await _recall(interaction, request_id)
             if past is not None:
                 steps = next_models(agent, past.steps) if again else past.steps

@@ -3,7 +3,7 @@ from :mod:`adapters.discord.admin`).
 
 Every command that may be slow defers *first* (nothing but in-memory checks
 before it), so Discord's 3-second deadline is never at risk; ``/ask`` records
-the request as a durable job (one insert, given at most ``ACCEPT_WITHIN``
+the request as a durable job (one insert, given at most ``DiscordConfig.accept_within``
 seconds) just before, so no deferred request is lost to a restart, and its
 turn starts while the defer is in flight (nothing is posted to the
 interaction before the defer is done: :func:`~adapters.discord.interactions.defer_and_process`).
@@ -27,7 +27,6 @@ from adapters.discord import admin
 from adapters.discord.buttons import plan_view
 from adapters.discord.incoming import check_attachments
 from adapters.discord.interactions import (
-    ACCEPT_WITHIN,
     Inter,
     access_refusal,
     asked_by_admin,
@@ -101,7 +100,7 @@ async def ask(
                 dedup=f"discord:interaction:{interaction.id}",
                 upload_bytes=sum(f.size for f in files),
             ),
-            ACCEPT_WITHIN,
+            bot.config.accept_within,
         )
     except Exception:
         log.exception("discord request %s: could not be recorded", rid)

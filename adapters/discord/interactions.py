@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 Inter: TypeAlias = "discord.Interaction[DiscordBot]"
 
-ACCEPT_WITHIN = 2.0  # seconds recording a request may take (Discord's deadline is 3)
 EPHEMERAL_VIEW_TIMEOUT = 15 * 60.0
 
 
