@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from string import Template
 from typing import Any
 
@@ -49,6 +49,11 @@ class Demo:
     signals: frozenset[str]  # stems of its keywords and task names: what it teaches
     words: frozenset[str]  # the signals and the stems of its request
     tasks: frozenset[str]
+    # as the planner is shown it: the user message, and the plan as the
+    # assistant's answer (in the shape the structured output asks for: a small
+    # model given a list here and made to open an object writes indented
+    # JSON, twice the tokens)
+    shown: tuple[str, str]
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -77,18 +82,33 @@ def _demos() -> tuple[Demo, ...]:
     for d in data:
         tasks = frozenset(t["task"] for t in d["plan"])
         signals = frozenset(_stems(" ".join([d.get("keywords", ""), *tasks])))
+        files = tuple((h, k) for h, k in d.get("files", []))
+        chat_log = tuple((r, t) for r, t in d.get("chat_log", []))
         demos.append(
             Demo(
                 request=d["request"],
                 plan=d["plan"],
-                files=tuple((h, k) for h, k in d.get("files", [])),
-                chat_log=tuple((r, t) for r, t in d.get("chat_log", [])),
+                files=files,
+                chat_log=chat_log,
                 signals=signals,
                 words=signals | _stems(d["request"]),
                 tasks=tasks,
+                shown=(
+                    _user_message(d["request"], chat_log, files),
+                    json.dumps({"tasks": d["plan"]}, ensure_ascii=False, separators=(",", ":")),
+                ),
             )
         )
     return tuple(demos)
+
+
+@lru_cache(maxsize=16)
+def _pool(runnable: frozenset[str]) -> tuple[tuple[Demo, ...], Counter[str]]:
+    """The demonstrations using only ``runnable`` tasks, and in how many of
+    them each word occurs (a process meets few runnable sets: one per set of
+    configured experts)."""
+    pool = tuple(d for d in _demos() if d.tasks <= runnable)
+    return pool, Counter(w for d in pool for w in d.words)
 
 
 def pick_demos(
@@ -114,10 +134,9 @@ def pick_demos(
     and a request sharing nothing, keep the file's order, whose first
     entries are the most general.
     """
-    pool = [d for d in _demos() if d.tasks <= set(runnable)]
+    pool, df = _pool(frozenset(runnable))
     query = _stems(request_text)
-    df = Counter(w for d in pool for w in d.words)
-    weight = {w: math.log((len(pool) + 1) / df[w]) for w in query if df[w]}
+    weight = {w: math.log((len(pool) + 1) / df[w]) for w in query if w in df}
     lowered = request_text.casefold()
     named = {k for h, k in files if h.casefold() in lowered}
     held = {k for _, k in files}
@@ -175,7 +194,10 @@ def inputs_taken(runnable: Collection[str]) -> list[str]:
     return [m for m in MODALITIES if m in used]
 
 
-def _system_prompt(runnable: Collection[str]) -> str:
+@lru_cache(maxsize=16)
+def _system_prompt(runnable: frozenset[str]) -> str:
+    """The planner's system prompt for this set of runnable tasks (a process
+    meets few: one per set of configured experts)."""
     inputs = inputs_taken(runnable)
     media = [m for m in inputs if m != TEXT]
     kinds = ", ".join(media[:-1]) + (" or " if len(media) > 1 else "") + media[-1] if media else ""
@@ -213,17 +235,13 @@ def build_planning_messages(
     """System prompt (the runnable tasks only), the demonstrations most like
     the request (:func:`pick_demos`; ``demos`` instead when given) as
     user/assistant pairs, the request."""
-    runnable_set = {canonical_task(r) or r for r in runnable}
+    runnable_set = frozenset(canonical_task(r) or r for r in runnable)
     messages = [{"role": "system", "content": _system_prompt(runnable_set)}]
     if demos is None:
         demos = demos_shown(request_text, chat_log=chat_log, files=files, runnable=runnable)
     for demo in demos:
-        user = _user_message(demo.request, demo.chat_log, demo.files)
-        messages.append({"role": "user", "content": user})
-        # the shape the structured output asks for: a small model given a
-        # list here and made to open an object writes indented JSON, twice the tokens
-        plan = json.dumps({"tasks": demo.plan}, ensure_ascii=False, separators=(",", ":"))
-        messages.append({"role": "assistant", "content": plan})
+        messages.append({"role": "user", "content": demo.shown[0]})
+        messages.append({"role": "assistant", "content": demo.shown[1]})
     messages.append({"role": "user", "content": _user_message(request_text, chat_log, files)})
     return messages
 

@@ -34,6 +34,7 @@ docs/planning.md says which form which server takes.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from core.llm import JSONSchema
@@ -85,11 +86,29 @@ def plan_schema(
     media input may name; ``text_chars``: the ``maxLength`` of a text input
     (None: none)."""
     wanted = {canonical_task(r) or r for r in runnable}
-    offered = [t for t in TASKS if t in wanted]
-    refs = [f"<resource>-{i}" for i in range(max(max_tasks, 1))]
+    offered = tuple(t for t in TASKS if t in wanted)
+    refs = _refs(max_tasks)
     full = _variants(offered, max_tasks, files, refs, text_chars, strict=False)
-    strict = _variants(offered, max_tasks, files, refs, None, strict=True)
-    return JSONSchema("plan", full, fallbacks=(strict, _plain(offered, max_tasks)))
+    return JSONSchema(
+        "plan", full, fallbacks=_fallbacks(offered, max_tasks, tuple((h, k) for h, k in files))
+    )
+
+
+@lru_cache(maxsize=8)
+def _refs(max_tasks: int) -> tuple[str, ...]:
+    return tuple(f"<resource>-{i}" for i in range(max(max_tasks, 1)))
+
+
+@lru_cache(maxsize=256)
+def _fallbacks(
+    offered: tuple[str, ...], max_tasks: int, files: tuple[tuple[str, str], ...]
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The ``strict`` and ``plain`` forms: unlike ``full`` they do not bound
+    a text input by the request's length, so a conversation's requests share
+    them (sent only to a server that refused ``full``; never changed once
+    built, as none of the forms is)."""
+    strict = _variants(offered, max_tasks, files, _refs(max_tasks), None, strict=True)
+    return strict, _plain(offered, max_tasks)
 
 
 def _root(items: Mapping[str, Any], max_tasks: int, defs: Mapping[str, Any]) -> dict[str, Any]:

@@ -166,10 +166,14 @@ async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") ->
     for a bad plan or a failed call (they are in the result)."""
     result = PlanResult()
     files = sorted(ask.handles.items())
-    messages = build_planning_messages(
-        request_text=ask.request_text, chat_log=ask.chat_log, files=files, runnable=ask.runnable
-    )
     demos = demos_shown(ask.request_text, chat_log=ask.chat_log, files=files, runnable=ask.runnable)
+    messages = build_planning_messages(
+        request_text=ask.request_text,
+        chat_log=ask.chat_log,
+        files=files,
+        runnable=ask.runnable,
+        demos=demos,
+    )
     log_chars = min(sum(len(t) for _, t in ask.chat_log), CHAT_LOG_BUDGET)
     schema = plan_schema(
         ask.runnable,

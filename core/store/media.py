@@ -79,7 +79,13 @@ class MediaStore:
         return await work(path.read_bytes)
 
     def path(self, rel: str) -> Path:
-        """The absolute path of ``rel``; ValueError if it resolves outside the root."""
+        """The absolute path of ``rel``; ValueError if it resolves outside the root.
+
+        A name in this store's own layout (``ab/cd/<sha256>.<ext>``: no ``..``,
+        no absolute part) is joined to the root as it is, as :meth:`relative`
+        takes one; any other is resolved and checked."""
+        if _STORED.fullmatch(rel):
+            return Path(self._prefix + rel)
         if not rel or Path(rel).is_absolute():
             raise ValueError(f"media path must be relative to the media root: {rel!r}")
         resolved = (self.root / rel).resolve()

@@ -84,3 +84,18 @@ async def test_relative_of_a_stored_file_and_of_look_alikes(
         media_store.relative(escape)
     with pytest.raises(ValueError):
         media_store.relative(tmp_path / "other-root" / rel)
+
+
+async def test_path_of_a_stored_name_and_of_look_alikes(
+    media_store: MediaStore, tmp_path: Path
+) -> None:
+    """A name in the store's own layout is joined to the root without asking
+    the file system, to the same path resolving gives; a name that only
+    starts like one (climbing out after it) is still resolved and refused."""
+    rel, _ = await media_store.put(b"stored", "png")
+    assert media_store.path(rel) == (media_store.root / rel).resolve()
+    assert media_store.path(rel).read_bytes() == b"stored"
+    (tmp_path / "outside.txt").write_text("secret")
+    for bad in (f"{rel}/../../../../outside.txt", f"../{rel}", f"/{rel}"):
+        with pytest.raises(ValueError):
+            media_store.path(bad)
