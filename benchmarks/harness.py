@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bot import heap  # noqa: E402
 from bot.app import open_agent  # noqa: E402
 from bot.settings import Settings, env_names  # noqa: E402
 from core.catalog import Catalog  # noqa: E402
@@ -177,8 +178,11 @@ def settings_env_names() -> set[str]:
 
 @asynccontextmanager
 async def open_bot(settings: Settings) -> AsyncIterator[Any]:
-    """The agent, through the composition root every adapter uses."""
+    """The agent, through the composition root every adapter uses, and the
+    collector settled once it is open, as ``run`` and ``serve`` settle it
+    (``bot.heap``)."""
     async with open_agent(settings) as agent:
+        heap.settle()
         yield agent
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot import heap
 from bot.app import (
     discord_config,
     llm_key,
@@ -89,6 +90,7 @@ async def run(args: argparse.Namespace, settings: Settings, lifecycle: Lifecycle
     slack_conf = slack_config(settings) if "slack" in targets else None
     async with open_agent(settings) as agent:
         agent.warm_up()  # codecs and the first hosted session, before the first request
+        heap.settle()  # start-up's objects out of the collector's way (bot/heap.py)
 
         async def drain() -> None:
             running = agent.begin_shutdown()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from adapters import cli, cli_json
-from bot import logs, worker_client
+from bot import heap, logs, worker_client
 from bot import worker_protocol as wire
 from bot.app import llm_key, open_agent
 from bot.lifecycle import Lifecycle
@@ -495,6 +495,7 @@ async def serve(
             agent.warm_up()  # codecs and the first hosted session, before the first ask
             wire.prepare()  # the message checker too,
             REPLY_ADAPTER.rebuild()  # and `ask --json`'s reply JSON
+            heap.settle()  # start-up's objects out of the collector's way (bot/heap.py)
             origin = worker_client.Origin.here()
             worker = Worker(
                 agent,
