@@ -827,7 +827,7 @@ async def m_concurrency(ctx: Ctx) -> Result:
                 await fakes.reset()  # the replay at zero latency, as recorded
                 await fakes.script(shape)
                 floor = await _floor_replay(recorded, tmp, n, url)
-                _floor_row(res, label, case, n, workers, one, cpu, floor)
+                _floor_row(res, label, case, n, workers, one, cpu, floor, machine)
     return res
 
 
@@ -895,6 +895,7 @@ def _floor_row(
     one: float,
     bot_cpu: float,
     floor: dict[str, Any],
+    machine: Spent | None = None,
 ) -> None:
     """Section 7's floor row: n × the floor's CPU per request ÷ cores ÷ one."""
     details = res.details["concurrency"][label]
@@ -912,6 +913,12 @@ def _floor_row(
         return
     cpu, wall = floor["burst"][FLOOR_PART], floor["burst_wall"][FLOOR_PART]
     implied = n * cpu / cores / one
+    # Several bot processes share the machine's cores with the database
+    # server and the fakes: their CPU in the bot's burst, on the same cores.
+    others = 0.0
+    if cores > 1 and machine is not None:
+        others = machine.fakes + machine.postgres + machine.rest
+    shared = (n * cpu + others) / min(cores, machine.cores if machine else cores) / one
     res.add(
         7,
         "floor: wall ÷ one request",
@@ -925,7 +932,13 @@ def _floor_row(
         f"request_floor), every write group-committed, {n} at once in one process: {n} × "
         f"{cpu * 1000:.2f} ms CPU ÷ {cores} core{'s' if cores > 1 else ''} ÷ one request's "
         f"{one:.2f} s (the replay's wall {wall:.1f} s); the bot: {bot_cpu / n * 1000:.1f} ms "
-        f"CPU per request in the burst",
+        f"CPU per request in the burst"
+        + (
+            f"; with the CPU the database server and the fakes spent in the bot's burst "
+            f"({others:.1f} s) on the same cores: {shared:.1f}"
+            if others
+            else ""
+        ),
     )
     details["floor"] = {
         "part": FLOOR_PART,
@@ -935,6 +948,7 @@ def _floor_row(
         "burst_wall_s": wall,
         "one_s": one,
         "ratio": implied,
+        "ratio_with_server_and_fakes": shared,
         "bot_cpu_per_request_s": bot_cpu / n,
         "recording": floor.get("recording"),
         "project_modules": floor.get("project_modules", []),

@@ -19,8 +19,9 @@ none of the bot's own code running.
    events: ``begin``, ``after_cursor_execute``, ``commit``/``rollback``).
 2. **Replay** them in a process of its own that runs no core/ or bot/ code
    (it loads only the one-call aiosqlite adapter the bot's SQLite engine is
-   built on, ``core/store/sqlite_driver.py``, from its file: no package of
-   the project is imported):
+   built on, ``core/store/sqlite_driver.py``, and the collector settings the
+   bot's processes take once started, ``bot/heap.py``, each from its file: no
+   package of the project is imported):
 
    * the chat calls through ``openai.AsyncOpenAI`` as ``core/llm.py`` makes
      them (``client.post("/chat/completions", …)`` with the body as recorded,
@@ -642,18 +643,29 @@ class Replayer:
         return (time.process_time() - c0) / n, time.perf_counter() - t0
 
 
-def _one_call_dbapi() -> Any:
-    """The bot's one-call aiosqlite adapter (``core/store/sqlite_driver.py``),
-    loaded from its file alone: importing it as ``core.store.sqlite_driver``
-    would load ``core/store/__init__.py`` and with it most of the store."""
+def _from_file(relative: str, name: str) -> Any:
+    """One module of the bot loaded from its file alone, as ``name``: importing
+    it by its package's name would load the package's ``__init__`` and with it
+    much more of the bot."""
     import importlib.util
 
-    path = ROOT / "core" / "store" / "sqlite_driver.py"
-    spec = importlib.util.spec_from_file_location("floor_sqlite_driver", path)
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.one_call_dbapi()
+    return module
+
+
+def _one_call_dbapi() -> Any:
+    """The bot's one-call aiosqlite adapter (``core/store/sqlite_driver.py``)."""
+    return _from_file("core/store/sqlite_driver.py", "floor_sqlite_driver").one_call_dbapi()
+
+
+def _settle_heap() -> None:
+    """The collector settled as the bot's processes settle it once started
+    (``bot/heap.py``: start-up frozen, a larger young generation), so the floor
+    and the bot pay the same collector."""
+    _from_file("bot/heap.py", "floor_heap").settle()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -693,6 +705,7 @@ async def replay(
     async with Replayer(rec, db_url) as r:
         for i in range(10 if first >= 10 else 1):
             await r.request("all", r.batch(1, None, f"w{i}-")[0])
+        _settle_heap()
         if r.errors:
             out["errors"] = dict(r.errors)
             return out
