@@ -15,9 +15,10 @@ so a post Slack took just before the process died is not made twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
@@ -29,6 +30,8 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup, part_metadata
 from core.types import AgentAPI, Job, Posted, Resource, Uploading
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -161,15 +164,24 @@ class SlackSurface:
                 return
             for file_id in ids:
                 await self._delete_file(file_id)
-        targets: list[tuple[str, str]] = []  # (file id, upload URL)
-        for f in files:
-            got = await self._client.files_getUploadURLExternal(filename=f.name, length=f.size)
-            targets.append((str(got["file_id"]), str(got["upload_url"])))
+        # Each file's URL, then each file's bytes, all files at once: one
+        # round trip to Slack and one to its upload host for the lot, not one
+        # each per file (a picture of each of 6 tasks: 12 round trips less).
+        got = await _all(
+            [self._client.files_getUploadURLExternal(filename=f.name, length=f.size) for f in files]
+        )
+        targets = [(str(g["file_id"]), str(g["upload_url"])) for g in got]
         ids = [file_id for file_id, _ in targets]
         uploading = Uploading(step=step, files=ids)
         await Posted.of(self._job).model_copy(update={"uploading": uploading}).save(self._job)
-        for (_, url), f in zip(targets, files, strict=True):
-            await self._send_bytes(url, f)
+        timeout = aiohttp.ClientTimeout(total=self._client.timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            await _all(
+                [
+                    self._send_bytes(session, url, f)
+                    for (_, url), f in zip(targets, files, strict=True)
+                ]
+            )
         await self._client.files_completeUploadExternal(
             files=[
                 {"id": file_id, "title": f.name}
@@ -181,14 +193,10 @@ class SlackSurface:
         await self._mark_posted(step)
         log.info("slack request %s: uploaded %d files", self._request_id, len(files))
 
-    async def _send_bytes(self, url: str, file: OutFile) -> None:
+    async def _send_bytes(self, session: aiohttp.ClientSession, url: str, file: OutFile) -> None:
         """Step 2 of an upload: the bytes, to the URL Slack handed out for them."""
-        timeout = aiohttp.ClientTimeout(total=self._client.timeout)
         tls: dict[str, Any] = {"ssl": self._client.ssl} if self._client.ssl is not None else {}
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(url, data=file.data, proxy=self._client.proxy, **tls) as response,
-        ):
+        async with session.post(url, data=file.data, proxy=self._client.proxy, **tls) as response:
             body = await response.text()
             if response.status != 200:
                 raise SlackRequestError(
@@ -214,3 +222,15 @@ class SlackSurface:
         await self._client.chat_postEphemeral(
             channel=self._channel, user=self._user, thread_ts=self._thread_ts, text=text
         )
+
+
+async def _all(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every call at once, their results in order; the first to fail cancels
+    the rest and is raised as itself (callers handle Slack's errors, not
+    exception groups)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in calls]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [t.result() for t in tasks]

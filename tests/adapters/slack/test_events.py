@@ -157,6 +157,52 @@ async def test_generated_image_is_uploaded_into_the_thread(
     assert "Here is your red square." in posts_in(fake, event["ts"])
 
 
+async def test_an_answers_files_are_uploaded_at_once_in_one_share(
+    slack_bot: SlackBot, agent_env: AgentEnv
+) -> None:
+    """Three pictures: their upload URLs are all asked for before Slack has
+    answered the first (not one round trip after another), their bytes sent,
+    and the three shared in one completion, in the answer's order."""
+    sizes = {"one": 61, "two": 62, "three": 63}
+    agent_env.hf.serve(
+        model_a("text-to-image"),
+        "text-to-image",
+        lambda call: sample_png(w=sizes[str(call.json["inputs"])]),
+    )
+    agent_env.llm.reply(
+        "plan",
+        plan(
+            step(0, "text-to-image", text="one"),
+            step(1, "text-to-image", text="two"),
+            step(2, "text-to-image", text="three"),
+        ),
+    )
+    agent_env.llm.reply("answer", "Here are your three pictures.")
+    fake = slack_bot.fake
+    released = fake.hold("files.getUploadURLExternal", times=3, after=True)
+    event = mention_event("draw one, two and three")
+
+    await slack_bot.deliver(event_body(event))
+    asked = await fake.wait_for("files.getUploadURLExternal", count=3, within=20)
+    assert not fake.calls_to("upload")  # no answer to any of them yet
+    released.set()
+    _, final = await finished(fake, "C0CHAN", event["ts"])
+    assert final.startswith("✅")
+    (shared,) = await fake.wait_for("files.completeUploadExternal")
+    assert len(asked) == 3 and len(fake.calls_to("upload")) == 3
+    files = json.loads(shared.args["files"])
+    assert sorted(f["id"] for f in files) == sorted(a.result["file_id"] for a in asked)
+    # shared in the answer's order, each id with its own file's name and bytes
+    assert [f["title"] for f in files] == ["image.png", "image-2.png", "image-3.png"]
+    for f in files:
+        upload = fake.uploads[f["id"]]
+        assert upload.filename == f["title"] and upload.length == len(upload.data or b"")
+    assert sorted(fake.uploads[f["id"]].data or b"" for f in files) == sorted(
+        sample_png(w=w) for w in sizes.values()
+    )
+    assert all((u.channel, u.thread_ts) == ("C0CHAN", event["ts"]) for u in fake.uploaded())
+
+
 async def test_mention_inside_a_thread_continues_that_thread(
     slack_bot: SlackBot, agent_env: AgentEnv
 ) -> None:
