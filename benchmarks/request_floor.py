@@ -686,8 +686,12 @@ async def replay(
     burst: int,
     profile: str | None = None,
     parts: Sequence[str] | None = None,
+    *,
+    settle: bool = False,
 ) -> dict[str, Any]:
     """The floor: each part alone and all together, sequential and at once.
+    ``settle``: once warm, the collector settled as the bot's processes settle
+    it (the replay's own process: it changes the whole process's collector).
 
     ``parts`` (default: all of ``ALL_PARTS``): only those.  One of ``PARTS``
     runs ``requests`` one after another (none when 0) and ``burst`` at once
@@ -705,7 +709,8 @@ async def replay(
     async with Replayer(rec, db_url) as r:
         for i in range(10 if first >= 10 else 1):
             await r.request("all", r.batch(1, None, f"w{i}-")[0])
-        _settle_heap()
+        if settle:
+            _settle_heap()
         if r.errors:
             out["errors"] = dict(r.errors)
             return out
@@ -768,7 +773,7 @@ def _child(a: argparse.Namespace) -> None:
     """The replay in a process of its own (no core/ or bot/ code imported
     but the SQLite driver adapter): reads the recording, prints one JSON line."""
     rec = pickle.loads(Path(a.replay).read_bytes())
-    out = asyncio.run(replay(rec, a.db, a.requests, a.burst, a.profile, a.parts))
+    out = asyncio.run(replay(rec, a.db, a.requests, a.burst, a.profile, a.parts, settle=True))
     out["project_modules"] = sorted(
         m for m in sys.modules if m.split(".")[0] in ("core", "bot", "adapters", "migrations")
     )

@@ -135,7 +135,8 @@ async def test_a_hub_that_hangs_is_asked_once(
     code, lines = await run_doctor(
         # long enough for the one question to reach the fake on a loaded machine
         # (at 0.2 s it sometimes timed out before the fake saw it: 1 run in 3 at load 7)
-        settings(tmp_path, hub=url, llm=llm_fake.base_url.removesuffix("/v1")), hub_timeout=2.0
+        settings(tmp_path, hub=url, llm=llm_fake.base_url.removesuffix("/v1")),
+        hub_timeout=2.0,
     )
     assert code == 1
     assert len(lines) == 7, lines
