@@ -38,7 +38,8 @@ A ``run`` sample counts only what its own process does: Slack events are
 sent once the bot's log says it listens on the port it was given (any
 process may take a free port first: the bot is then started on another),
 Discord interactions on the gateway session that identified with the
-sample's token.  A request the bot answers with ❌ ends the sample at once
+sample's token, once the bot's log says that session is connected (it has
+read READY).  A request the bot answers with ❌ ends the sample at once
 (``Refused``); every failure names its step, the fake's last calls and the
 tail of that process's log (``--workdir`` keeps the logs and stores), and
 says when the bot's sources changed during the run (a shared checkout).
@@ -459,9 +460,10 @@ def _discord_text(call: Any) -> str:
 
 
 async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag: str) -> Sample:
-    """A fresh ``run discord`` process and its first ``/ask`` (no file: the bot
-    takes files only from Discord's own CDN hosts, which the fake is not),
-    then a second one (warm) in another channel.  Its token is its own, and
+    """A fresh ``run discord`` process and its first ``/ask`` once it has
+    connected (its log says so; no file: the bot takes files only from
+    Discord's own CDN hosts, which the fake is not), then a second one (warm)
+    in another channel.  Its token is its own, and
     the interactions go to the gateway session that identified with it (a
     bot of another process may find this fake too)."""
     from tests.fakes.discord_fake import APP_ID, GUILD_ID, DiscordCall, make_discord_fake
@@ -520,6 +522,11 @@ async def discord_once(env: Env, fakes: Fakes, shape: Shape, selection: str, tag
         step = "gateway ready"
         try:
             await _while_running(proc, fake.wait_until(lambda: session() is not None, within=90))
+            # and the bot has read the session's READY, as a Slack process is
+            # asked once it says it listens (the fake sends READY on IDENTIFY:
+            # an interaction sent at once waited behind the bot's own start)
+            if not await _said(proc, log, "has connected to Gateway", within=90):
+                raise RuntimeError(f"the bot exited with {proc.returncode} (log {log.name})")
             step = "the first answer"
             since = await fakes.hf_count()
             token, t0 = await ask()
