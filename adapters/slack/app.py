@@ -27,7 +27,6 @@ from slack_bolt.middleware.authorization.async_single_team_authorization import 
     AsyncSingleTeamAuthorization,
 )
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -35,6 +34,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from adapters.slack.assistant_events import FeedbackRecorder
 from adapters.slack.config import SlackConfig
 from adapters.slack.listeners import register
+from adapters.slack.retries import with_retries
 from core.errors import BotError, ConfigError
 from core.types import AgentAPI
 
@@ -156,14 +156,7 @@ class _SocketModeHandler(AsyncSocketModeHandler):
 def make_client(config: SlackConfig) -> AsyncWebClient:
     """The Web API client for ``config`` (token, base URL, retries)."""
     client = AsyncWebClient(token=config.bot_token, base_url=config.base_url)
-    return with_rate_limit_retries(client, config.rate_limit_retries)
-
-
-def with_rate_limit_retries(client: AsyncWebClient, retries: int = 2) -> AsyncWebClient:
-    """Add the SDK's 429 handler to ``client`` unless it already has one."""
-    if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
-        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=retries))
-    return client
+    return with_retries(client, config.rate_limit_retries)
 
 
 def build_app(
@@ -180,7 +173,7 @@ def build_app(
     signing secret (a bad signature is a 401); Socket Mode needs none.
     ``feedback`` stores 👍/👎 clicks (default: the agent, when it can).
     """
-    client = with_rate_limit_retries(client or make_client(config), config.rate_limit_retries)
+    client = with_retries(client or make_client(config), config.rate_limit_retries)
     app = AsyncApp(
         client=client,
         signing_secret=config.signing_secret or "",

@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackConfig, build_app, run_slack
 from adapters.slack.app import make_client
+from adapters.slack.retries import AsyncPassingErrorRetryHandler
 from tests.fakes.agent_fixture import AgentEnv
 from tests.fakes.slack_fake import (
     BOT_TOKEN,
@@ -26,16 +27,15 @@ from tests.fakes.slack_fake import (
 )
 
 
-def test_clients_retry_rate_limits_via_the_sdk(agent_env: AgentEnv) -> None:
+def test_clients_retry_rate_limits_and_passing_failures_via_the_sdk(agent_env: AgentEnv) -> None:
     config = SlackConfig(bot_token=BOT_TOKEN, signing_secret="s")
     built = make_client(config)
     injected = AsyncWebClient(token=BOT_TOKEN)
     app = build_app(agent_env.agent, config, injected)
     for client in (built, app.client):
-        handlers = [
-            h for h in client.retry_handlers if isinstance(h, AsyncRateLimitErrorRetryHandler)
-        ]
-        assert len(handlers) == 1 and handlers[0].max_retry_count == 2
+        for kind in (AsyncRateLimitErrorRetryHandler, AsyncPassingErrorRetryHandler):
+            handlers = [h for h in client.retry_handlers if isinstance(h, kind)]
+            assert len(handlers) == 1 and handlers[0].max_retry_count == 2
     assert app.client is injected
 
 
