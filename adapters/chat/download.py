@@ -16,6 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from adapters.chat.at_once import at_once
 from adapters.chat.messages import ChatCode
 from core.errors import ErrorCode, InputRejected
 from core.types import Attachment
@@ -95,18 +96,4 @@ async def _fetch(
 async def download_all(downloads: Sequence[Awaitable[Attachment]]) -> tuple[Attachment, ...]:
     """Every download at once, in order; the first refusal cancels the rest
     and is raised."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_awaited(d)) for d in downloads]
-    except ExceptionGroup as failed:
-        rejected = failed.subgroup(InputRejected)
-        if rejected is not None and rejected.exceptions:
-            first = rejected.exceptions[0]
-            assert isinstance(first, InputRejected)
-            raise first from None
-        raise
-    return tuple(t.result() for t in tasks)
-
-
-async def _awaited(download: Awaitable[Attachment]) -> Attachment:
-    return await download
+    return tuple(await at_once(downloads, first=InputRejected))

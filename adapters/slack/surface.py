@@ -15,23 +15,21 @@ so a post Slack took just before the process died is not made twice.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chat import Limits, OutFile
+from adapters.chat.at_once import at_once
 from adapters.chat.files import answer_messages
 from adapters.slack.config import SlackConfig
 from adapters.slack.mrkdwn import MESSAGE_LIMIT, RENDERER
 from adapters.slack.posted import PostLookup, part_metadata
 from core.types import AgentAPI, Job, Posted, Resource, Uploading
-
-T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +165,7 @@ class SlackSurface:
         # Each file's URL, then each file's bytes, all files at once: one
         # round trip to Slack and one to its upload host for the lot, not one
         # each per file (a picture of each of 6 tasks: 12 round trips less).
-        got = await _all(
+        got = await at_once(
             [self._client.files_getUploadURLExternal(filename=f.name, length=f.size) for f in files]
         )
         targets = [(str(g["file_id"]), str(g["upload_url"])) for g in got]
@@ -176,7 +174,7 @@ class SlackSurface:
         await Posted.of(self._job).model_copy(update={"uploading": uploading}).save(self._job)
         timeout = aiohttp.ClientTimeout(total=self._client.timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            await _all(
+            await at_once(
                 [
                     self._send_bytes(session, url, f)
                     for (_, url), f in zip(targets, files, strict=True)
@@ -222,15 +220,3 @@ class SlackSurface:
         await self._client.chat_postEphemeral(
             channel=self._channel, user=self._user, thread_ts=self._thread_ts, text=text
         )
-
-
-async def _all(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """Every call at once, their results in order; the first to fail cancels
-    the rest and is raised as itself (callers handle Slack's errors, not
-    exception groups)."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(c) for c in calls]
-    except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None
-    return [t.result() for t in tasks]

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from core.errors import LeaseLost, StoreRejected, StoreUnavailable
 from core.store.db import Tx, unique_violation
+from core.store.groups import fail, write_groups
 from core.store.models import StoredJob, utcnow
 from core.store.summaries import UNKNOWN
 from core.types import Resource
@@ -257,14 +258,14 @@ async def mark_saved(
     return _summary(cp)
 
 
-def _settle(w: _Write | _Accept, outcome: Any) -> None:
-    if not w.done.done():  # its caller may have gone (cancelled): the write stands
-        w.done.set_result(outcome)
+_CLOSED = "the store closed before this write"
 
 
-def _fail(w: _Write | _Accept, exc: BaseException) -> None:
-    if not w.done.done():
-        w.done.set_exception(exc)
+def _one_at_fault(batch: list[_Write | _Accept], exc: BaseException) -> bool:
+    """Whether a refused group's writes are tried again one by one: when
+    there are several (one of them is at fault), or the one is an accept
+    whose dedup key another process recorded just now."""
+    return isinstance(exc, StoreRejected) and (len(batch) > 1 or _clash(batch[0], exc))
 
 
 def _clash(w: _Write | _Accept, exc: StoreRejected) -> bool:
@@ -714,42 +715,24 @@ class JobStore:
         await asyncio.wait([task], timeout=5.0)
         if cancel:  # a task cancelled before it began runs none of its own clean-up
             for w in self._queued:
-                _fail(w, StoreUnavailable("the store closed before this write"))
+                fail(w, StoreUnavailable(_CLOSED))
             self._queued.clear()
 
     async def _write_queued(self) -> None:
-        """Write what is queued, a shared transaction at a time, until nothing is."""
-        batch: list[_Write | _Accept] = []
-        try:
-            while self._queued:
-                batch = self._queued[:GROUP_LIMIT]
-                del self._queued[:GROUP_LIMIT]
-                # an accept whose caller went away before its turn is not recorded
-                batch = [w for w in batch if isinstance(w, _Write) or not w.done.cancelled()]
-                if not batch:
-                    continue
-                try:
-                    outcomes = await self._write(batch)
-                except StoreRejected as exc:
-                    if len(batch) == 1 and not _clash(batch[0], exc):
-                        _fail(batch[0], exc)
-                        continue
-                    for w in batch:  # one of them is at fault: each on its own
-                        try:
-                            _settle(w, await self._alone(w))
-                        except Exception as one:
-                            _fail(w, one)
-                    continue
-                except Exception as exc:  # unavailable (or a defect): each caller hears of it
-                    for w in batch:
-                        _fail(w, exc)
-                    continue
-                for w, outcome in zip(batch, outcomes, strict=True):
-                    _settle(w, outcome)
-        finally:  # cancelled (the loop is closing): nobody is left to write these
-            for w in [*batch, *self._queued]:
-                _fail(w, StoreUnavailable("the store closed before this write"))
-            self._queued.clear()
+        """Write what is queued, a shared transaction at a time, until nothing
+        is (:func:`~core.store.groups.write_groups`): a refused group is
+        written again one by one (one of them is at fault), an unavailable
+        store (or a defect) reaches every caller of the group; an accept
+        whose caller went away before its turn is not recorded."""
+        await write_groups(
+            self._queued,
+            limit=GROUP_LIMIT,
+            together=self._write,
+            alone=self._alone,
+            split=_one_at_fault,
+            kept=lambda w: isinstance(w, _Write) or not w.done.cancelled(),
+            closed=_CLOSED,
+        )
 
     async def _alone(self, w: _Write | _Accept) -> Any:
         """``w`` in a transaction of its own; an accept whose dedup key another

@@ -53,7 +53,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from core.clock import SYSTEM_CLOCK, Clock, utc
-from core.errors import LeaseLost, StoreConflict, StoreRejected, StoreUnavailable
+from core.errors import StoreConflict, StoreRejected, StoreUnavailable
 from core.store.db import (
     DB_ERRORS,
     Database,
@@ -61,6 +61,7 @@ from core.store.db import (
     dialect_insert,
     unique_violation,
 )
+from core.store.groups import write_groups
 from core.store.jobs import JobFence, JobStore, mark_saved
 from core.store.media import MediaStore, PruneReport
 from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun
@@ -339,14 +340,17 @@ class _Save:
     done: asyncio.Future[tuple[Resource, ...]]
 
 
-def _resolve(save: _Save, final: tuple[Resource, ...]) -> None:
-    if not save.done.done():  # its caller may have gone: the turn stands
-        save.done.set_result(final)
-
-
-def _reject(save: _Save, exc: BaseException) -> None:
-    if not save.done.done():
-        save.done.set_exception(exc)
+def _each_on_its_own(batch: list[_Save], exc: BaseException) -> bool:
+    """Whether a group whose save failed is saved again turn by turn (logged):
+    yes unless the database cannot be reached."""
+    if isinstance(exc, StoreUnavailable):
+        return False
+    log.info(
+        "saving %d turns together failed (%s); saving each on its own",
+        len(batch),
+        describe_db_error(exc.__cause__ or exc),
+    )
+    return True
 
 
 class Repo:
@@ -539,46 +543,25 @@ class Repo:
                 self._saving = False
 
     async def _save_queued(self) -> None:
-        """Save the turns asked for while others were saved: together, one
-        transaction (one commit) a group; if the database refuses any part
-        of a group (a value, a handle, a lost lease), each of its turns is
-        saved on its own, so only the one at fault fails or is saved in a
-        plainer shape.  A database that cannot be reached fails the group's
-        callers at once (each alone would only wait to hear it again)."""
-        batch: list[_Save] = []
+        """Save the turns asked for while others were saved
+        (:func:`~core.store.groups.write_groups`): together, one transaction
+        (one commit) a group; if the database refuses any part of a group (a
+        value, a handle, a lost lease), each of its turns is saved on its
+        own, so only the one at fault fails or is saved in a plainer shape.
+        A database that cannot be reached fails the group's callers at once
+        (each alone would only wait to hear it again)."""
         try:
-            while self._saves:
-                batch = [w for w in self._saves[:SAVE_GROUP_LIMIT] if not w.done.cancelled()]
-                del self._saves[:SAVE_GROUP_LIMIT]
-                if len(batch) > 1:
-                    try:
-                        finals = await self._save_together(batch)
-                    except StoreUnavailable as exc:  # each would only wait to hear it again
-                        for w in batch:
-                            _reject(w, exc)
-                        batch = []
-                        continue
-                    except (Exception, LeaseLost) as exc:  # LeaseLost: a BaseException
-                        log.info(
-                            "saving %d turns together failed (%s); saving each on its own",
-                            len(batch),
-                            describe_db_error(exc.__cause__ or exc),
-                        )
-                    else:
-                        for w, final in zip(batch, finals, strict=True):
-                            _resolve(w, final)
-                        batch = []
-                        continue
-                for w in batch:
-                    try:
-                        _resolve(w, await self._save_alone(w.turn, w.files, w.storage))
-                    except (Exception, LeaseLost) as exc:
-                        _reject(w, exc)
-                batch = []
-        finally:  # cancelled (the loop is closing): nobody is left to save these
-            for w in [*batch, *self._saves]:
-                _reject(w, StoreUnavailable("the store closed before this turn was saved"))
-            self._saves.clear()
+            await write_groups(
+                self._saves,
+                limit=SAVE_GROUP_LIMIT,
+                together=self._save_together,
+                alone=lambda w: self._save_alone(w.turn, w.files, w.storage),
+                split=_each_on_its_own,
+                kept=lambda w: not w.done.cancelled(),
+                together_from=2,
+                closed="the store closed before this turn was saved",
+            )
+        finally:
             self._saving = False
 
     async def _save_together(self, batch: list[_Save]) -> list[tuple[Resource, ...]]:
