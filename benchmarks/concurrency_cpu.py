@@ -311,4 +311,6 @@ if __name__ == "__main__":
     ap.add_argument("--callgrind", action="store_true", help="run under callgrind (see instrument)")
     ap.add_argument("--queue-only", action="store_true", help="skip the direct loop")
     ap.add_argument("--statements", action="store_true", help="list the statements by kind")
-    asyncio.run(main(ap.parse_args()))
+    from bot import event_loop
+
+    event_loop.run(main(ap.parse_args()))  # the loop `python -m bot run` runs on

@@ -36,6 +36,7 @@ from benchmarks.harness import (
     raise_fd_limit,
     request,
 )
+from bot import event_loop
 from core.types import AgentAPI, Reply, Request
 
 
@@ -136,7 +137,7 @@ def main() -> int:
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
     log_to_file(Path(args.tmp) / "bot.log")
-    asyncio.run(_main(args))
+    event_loop.run(_main(args))  # the loop `python -m bot run` runs on
     return 0
 
 

@@ -773,7 +773,8 @@ def _child(a: argparse.Namespace) -> None:
     """The replay in a process of its own (no core/ or bot/ code imported
     but the SQLite driver adapter): reads the recording, prints one JSON line."""
     rec = pickle.loads(Path(a.replay).read_bytes())
-    out = asyncio.run(replay(rec, a.db, a.requests, a.burst, a.profile, a.parts, settle=True))
+    loop = _from_file("bot/event_loop.py", "floor_event_loop")  # the loop the bot runs on
+    out = loop.run(replay(rec, a.db, a.requests, a.burst, a.profile, a.parts, settle=True))
     out["project_modules"] = sorted(
         m for m in sys.modules if m.split(".")[0] in ("core", "bot", "adapters", "migrations")
     )
@@ -999,7 +1000,9 @@ def cli() -> None:
     if args.replay:
         _child(args)
     else:
-        asyncio.run(main(args))
+        from bot import event_loop
+
+        event_loop.run(main(args))
 
 
 if __name__ == "__main__":

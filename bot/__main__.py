@@ -150,7 +150,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         return await handlers[args.command](args, settings)
     except asyncio.CancelledError:
         if not lifecycle.terminated:
-            raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt (exit 130)
+            raise  # Ctrl-C: the runner turns it into KeyboardInterrupt (exit 130)
         log.info("stopped by SIGTERM")
         if _as_json(args):
             _print_outcome("interrupted", "stopped by SIGTERM before the answer")
@@ -375,7 +375,7 @@ def _exit_now(code: int) -> NoReturn:
 
 
 def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> int:
-    import asyncio
+    from bot import event_loop
 
     if args.command in _OPENS_AGENT:
         _prepare_tls()
@@ -391,7 +391,7 @@ def _command(args: argparse.Namespace, not_handed_over: str | None = None) -> in
     try:
         if args.command in _USES_DATABASE:
             _check_database_url(settings.store.database_url)
-        return asyncio.run(_main(args, settings))
+        return event_loop.run(_main(args, settings))
     except BotError as e:
         return _fail(args, *failure(e))
     except KeyboardInterrupt:

@@ -3,10 +3,14 @@ fake server dropped there is available to all tests as a fixture."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+
+from bot import event_loop
 
 # Fakes import each other; rewrite their asserts no matter which loads first.
 pytest.register_assert_rewrite("tests.fakes")
@@ -27,3 +31,12 @@ def pytest_configure(config: pytest.Config) -> None:
     handled one is reset to the default)."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test runs on the loop ``python -m bot`` runs on
+    (bot/event_loop.py: uvloop's, where it is installed)."""
+    factory = event_loop.loop_factory()
+    return {"uvloop": factory} if factory is not None else {"asyncio": asyncio.new_event_loop}

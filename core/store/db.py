@@ -59,6 +59,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import StoreRejected, StoreUnavailable
+from core.store import json_columns
 from core.store.sqlite_driver import one_call_dbapi
 
 if TYPE_CHECKING:
@@ -291,7 +292,12 @@ class Database:
             # own timeout is only a backstop.
             pool_args = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": pool_timeout}
         self.engine: AsyncEngine = create_async_engine(
-            self.url, echo=echo, connect_args=connect_args, **pool_args, **engine_args
+            self.url,
+            echo=echo,
+            connect_args=connect_args,
+            json_serializer=json_columns.dumps,
+            **pool_args,
+            **engine_args,
         )
         if self.dialect != "sqlite":
             _ping_when_idle(self.engine, ping_after, clock)
