@@ -57,4 +57,3 @@ def dumps(value: Any) -> str:
     if out.isascii():
         return out.decode("ascii")
     return _NON_ASCII.sub(_escaped, out.decode("utf-8"))
-
