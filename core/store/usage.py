@@ -36,16 +36,29 @@ from core.usage import (
 T, C = UsageTurn, UsageModelCall
 
 
-def _fit(value: str, column: Any) -> str:
+def _lengths(model: Any) -> dict[str, int]:
+    """Column name -> n of every ``String(n)`` column of ``model``, read once
+    (an ORM attribute's ``.type`` is a slow lookup, and every turn fits ten)."""
+    return {
+        c.name: c.type.length
+        for c in model.__table__.columns
+        if isinstance(c.type, sa.String) and c.type.length
+    }
+
+
+_TURN, _CALL = _lengths(UsageTurn), _lengths(UsageModelCall)
+
+
+def _fit(value: str, limit: int) -> str:
     # Imported here: the repo imports this module (a saved turn's usage
     # rows are inserted in its transaction), as core.store.jobs does.
     from core.store.repo import fit
 
-    return fit(value, column.type.length)
+    return fit(value, limit)
 
 
-def _fit_opt(value: str | None, column: Any) -> str | None:
-    return None if value is None else _fit(value, column)
+def _fit_opt(value: str | None, limit: int) -> str | None:
+    return None if value is None else _fit(value, limit)
 
 
 @functools.cache
@@ -68,14 +81,14 @@ async def insert_usage(s: Tx, dialect: str, u: TurnUsage) -> bool:
     place they are written: :meth:`UsageStore.record`, and the turn's own
     save); False when this request was recorded before."""
     values = {
-        "request_id": _fit(u.request_id, T.request_id),
+        "request_id": _fit(u.request_id, _TURN["request_id"]),
         "created_at": u.at,
-        "platform": _fit(u.platform, T.platform),
-        "server": _fit(u.server, T.server),
-        "conversation": _fit(u.conversation, T.conversation),
-        "user_id": _fit(u.user_id, T.user_id),
-        "llm_model": _fit_opt(u.llm_model, T.llm_model),
-        "llm_host": _fit_opt(u.llm_host, T.llm_host),
+        "platform": _fit(u.platform, _TURN["platform"]),
+        "server": _fit(u.server, _TURN["server"]),
+        "conversation": _fit(u.conversation, _TURN["conversation"]),
+        "user_id": _fit(u.user_id, _TURN["user_id"]),
+        "llm_model": _fit_opt(u.llm_model, _TURN["llm_model"]),
+        "llm_host": _fit_opt(u.llm_host, _TURN["llm_host"]),
         "llm_calls": max(0, u.llm_calls),
         "prompt_tokens": max(0, u.prompt_tokens),
         "completion_tokens": max(0, u.completion_tokens),
@@ -91,11 +104,11 @@ async def insert_usage(s: Tx, dialect: str, u: TurnUsage) -> bool:
             [
                 {
                     "turn_id": turn_id,
-                    "task": _fit(c.task, C.task),
-                    "model": _fit(c.model, C.model),
-                    "provider": _fit_opt(c.provider, C.provider),
-                    "backend": _fit_opt(c.backend, C.backend),
-                    "status": _fit(c.status, C.status),
+                    "task": _fit(c.task, _CALL["task"]),
+                    "model": _fit(c.model, _CALL["model"]),
+                    "provider": _fit_opt(c.provider, _CALL["provider"]),
+                    "backend": _fit_opt(c.backend, _CALL["backend"]),
+                    "status": _fit(c.status, _CALL["status"]),
                     "seconds": max(0.0, float(c.seconds)),
                     "cost_micro_usd": to_micro(c.cost_usd),
                 }
@@ -235,13 +248,13 @@ def _keys(by: GroupBy) -> list[Any]:
 def _conditions(f: UsageFilter) -> list[sa.ColumnElement[bool]]:
     out: list[sa.ColumnElement[bool]] = []
     if f.platform is not None:
-        out.append(T.platform == _fit(f.platform, T.platform))
+        out.append(T.platform == _fit(f.platform, _TURN["platform"]))
     if f.server is not None:
-        out.append(T.server == _fit(f.server, T.server))
+        out.append(T.server == _fit(f.server, _TURN["server"]))
     if f.user_id is not None:
-        out.append(T.user_id == _fit(f.user_id, T.user_id))
+        out.append(T.user_id == _fit(f.user_id, _TURN["user_id"]))
     if f.conversation is not None:
-        out.append(T.conversation == _fit(f.conversation, T.conversation))
+        out.append(T.conversation == _fit(f.conversation, _TURN["conversation"]))
     if f.since is not None:
         out.append(T.created_at >= f.since)
     if f.until is not None:
