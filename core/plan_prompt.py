@@ -54,10 +54,7 @@ class Demo:
     # model given a list here and made to open an object writes indented
     # JSON, twice the tokens)
     shown: tuple[str, str]
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        return frozenset(k for _, k in self.files)
+    kinds: frozenset[str]  # the kinds of its files (scored on every request: kept)
 
 
 def _stems(text: str) -> set[str]:
@@ -97,6 +94,7 @@ def _demos() -> tuple[Demo, ...]:
                     _user_message(d["request"], chat_log, files),
                     json.dumps({"tasks": d["plan"]}, ensure_ascii=False, separators=(",", ":")),
                 ),
+                kinds=frozenset(k for _, k in files),
             )
         )
     return tuple(demos)
@@ -143,7 +141,8 @@ def pick_demos(
 
     def score(d: Demo, words: set[str], kinds: set[str]) -> float:
         s = sum(weight[w] * (1.0 if w in d.signals else 0.5) for w in words & d.words)
-        s += len(named & kinds & d.kinds) + 0.5 * len(held & kinds & d.kinds)
+        if kinds:  # the request names or the conversation holds files
+            s += len(named & kinds & d.kinds) + 0.5 * len(held & kinds & d.kinds)
         return s + (0.5 if chat_log and d.chat_log else 0.0)
 
     left, words, kinds = list(range(len(pool))), set(weight), named | held
