@@ -21,7 +21,6 @@ the setting to change.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -39,22 +38,18 @@ from core.planning import (
     read_drafts,
     reask_messages,
 )
+from core.repeats import Looping, RepeatGuard
 from core.types import PlanNote, Usage
 
 log = logging.getLogger(__name__)
 
 EMPTIED = "Asked to correct its plan, the language model answered with no task at all."
-# LoopGuard: an answer is looked at every this many characters; its tail
-# repeating a piece of up to MAX_PERIOD characters over LOOP_SPAN characters
-# (and at least LOOP_REPEATS times) is a loop.
-CHECK_EVERY = 64
-MAX_PERIOD = 200
+# LoopGuard: a plan's tail repeating one piece over LOOP_SPAN characters
+# (core.repeats) is a loop; so is the same with every number read as 0 (a
+# model counting "id": 1, 2, 3… in a loop), over twice the span: ten tasks
+# alike but for a number are a plan.
 LOOP_SPAN = 600
-LOOP_REPEATS = 4
-# The same with every number read as 0 (a model counting "id": 1, 2, 3… in
-# a loop), over twice the span: ten tasks alike but for a number are a plan.
 COUNTING_SPAN = 1200
-_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,55 +105,21 @@ class PlanResult:
         return notes(self.attempts[self.chosen].repairs) if self.plan is not None else ()
 
 
-class Looping(Exception):
-    """The answer repeats itself (or lists more tasks than allowed): cut it."""
-
-
-class LoopGuard:
-    """Reads a streamed answer and raises :class:`Looping` once its tail
-    repeats one piece over and over (also when only its numbers change:
-    ``"id": 7``, ``"id": 8``…; not a piece the person's own words repeat),
-    or it names more than ``max_tasks`` + 2 tasks."""
+class LoopGuard(RepeatGuard):
+    """Reads a streamed plan and raises :class:`~core.repeats.Looping` once
+    its tail repeats one piece over and over (also when only its numbers
+    change; not a piece the person's own words repeat), or it names more
+    than ``max_tasks`` + 2 tasks."""
 
     def __init__(self, max_tasks: int, own_text: str = "") -> None:
+        super().__init__(LOOP_SPAN, own_text, counting_span=COUNTING_SPAN)
         self.max_tasks = max_tasks
-        self.own_text = own_text
-        self.parts: list[str] = []
-        self.size = 0
-        self._checked = 0
-        self.repeated: str | None = None
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    async def feed(self, piece: str) -> None:
-        self.parts.append(piece)
-        self.size += len(piece)
-        if self.size - self._checked < CHECK_EVERY:
-            return
-        self._checked = self.size
-        text = self.text
-        unit = repeating_tail(text) or repeating_tail(_DIGITS.sub("0", text), COUNTING_SPAN)
-        if unit is not None and unit * 2 not in self.own_text:
-            self.repeated = unit
-            raise Looping(f"the answer repeats {short(unit, 40)}")
+    def check(self, text: str) -> None:
+        super().check(text)
         if text.count('"task"') > self.max_tasks + 2:
             self.repeated = '"task"'
             raise Looping(f"the answer names more than {self.max_tasks + 2} tasks")
-
-
-def repeating_tail(text: str, min_span: int = LOOP_SPAN) -> str | None:
-    """The piece ``text`` ends by repeating, if it repeats one piece of up to
-    :data:`MAX_PERIOD` characters over ``min_span`` characters and at least
-    :data:`LOOP_REPEATS` times."""
-    for period in range(1, MAX_PERIOD + 1):
-        span = max(min_span, period * (LOOP_REPEATS - 1))
-        if span + period > len(text):
-            return None
-        if text[-span:] == text[-span - period : -period]:
-            return text[-period:]
-    return None
 
 
 async def make_plan(llm: LLM, ask: PlanAsk, usage: Usage, *, label: str = "") -> PlanResult:

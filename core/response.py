@@ -11,6 +11,7 @@ records, so the user still gets the results.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -22,6 +23,7 @@ from typing import Any
 from core import prompts
 from core.errors import ErrorCode, RunFailed, TaskCode
 from core.llm import LLM, OnDelta
+from core.repeats import Looping, RepeatGuard
 from core.types import Resource, TaskError, TaskRecord, Usage
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,10 @@ HEAD_CHARS = 120  # a streamed answer's first line is held until this long (echo
 # llama.cpp/vLLM/Ollama server): about 500 words is a whole answer, and a small
 # model that rambles is stopped in seconds, not after minutes at 15 tokens/s.
 PLAIN_ANSWER_CAP = 700
+# An answer whose tail repeats one piece over this many characters (and at
+# least four times: core.repeats) is cut there: a small model saying the same
+# sentence again and again until the cap.
+LOOP_SPAN = 300
 
 
 def answer_cap(configured: int, reasons: bool) -> int:
@@ -200,6 +206,11 @@ async def generate_response(
     ``on_delta``: stream the answer, handing on its text as it comes (its
     first line is held back until it is seen not to echo the prompt; an
     echo is never handed on).  The returned text is the whole answer.
+
+    An answer that keeps repeating one piece (:data:`LOOP_SPAN`) is cut
+    after the sentence where the repetition first ends; streamed, the call
+    ends as soon as it is seen (a local server stops generating), and the
+    returned text is shorter than what was handed on.
     """
     messages = build_response_messages(
         request_text=request_text,
@@ -209,10 +220,44 @@ async def generate_response(
         max_result_chars=max_result_chars,
         instruction=instruction,
     )
+    guard = RepeatGuard(
+        LOOP_SPAN,
+        own_text=_quotable(request_text, chat_log, records),
+        # "1. the same sentence", "2. the same sentence"… (not a table of numbers)
+        counting_span=2 * LOOP_SPAN,
+        counting_letters=24,
+    )
     opening = _Opening(on_delta) if on_delta is not None else None
-    text = (
-        await llm.complete(messages, usage=usage, max_tokens=max_tokens, on_delta=opening)
-    ).strip()
+
+    async def passed(piece: str) -> None:
+        await guard.feed(piece)  # Looping ends the call: the rest is not generated
+        if opening is not None:
+            await opening(piece)
+
+    try:
+        text = await llm.complete(
+            messages,
+            usage=usage,
+            max_tokens=max_tokens,
+            on_delta=passed if opening is not None else None,
+        )
+    except RunFailed as e:
+        if not isinstance(e.__cause__, Looping):
+            raise
+        text = guard.text
+    else:
+        with contextlib.suppress(Looping):  # the whole too (a stream may end between looks)
+            guard.check(text)
+    if guard.repeated is not None:
+        cut = guard.cut(text)
+        log.warning(
+            "response: the answer kept repeating %r; cut from %d to %d characters",
+            guard.repeated[:40],
+            len(text),
+            len(cut),
+        )
+        text = cut
+    text = text.strip()
     if opening is not None and text and not echoes_prompt(text):
         await opening.flush()
     if not text:
@@ -223,6 +268,18 @@ async def generate_response(
     else:
         return Answer(text)
     return Answer(fallback_answer(records, files, str(why)), fallback=True, reason=why)
+
+
+def _quotable(
+    request_text: str, chat_log: Sequence[tuple[str, str]], records: Sequence[TaskRecord]
+) -> str:
+    """What an answer may quote that repeats itself rightly (a song's chorus
+    the person wrote or a model generated): the request, the person's earlier
+    words and the tasks' results.  Not the bot's own earlier answers: one
+    that looped must not let the next loop."""
+    said = [text for role, text in chat_log if role == "user"]
+    results = [json.dumps(r.result, ensure_ascii=False) for r in records if r.result]
+    return "\n".join([request_text, *said, *results])
 
 
 class _Opening:

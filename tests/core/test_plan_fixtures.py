@@ -23,7 +23,8 @@ import pytest
 
 from core.plan_prompt import demos_shown
 from core.plan_schema import FORMS, plan_schema, text_limit
-from core.planner import LoopGuard, Looping, PlanAsk, PlanAttempt, judge
+from core.planner import LoopGuard, PlanAsk, PlanAttempt, judge
+from core.repeats import Looping
 from core.tasks import TASKS
 from tests.core.schema_subset import violation
 

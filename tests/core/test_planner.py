@@ -12,15 +12,8 @@ import pytest
 from adapters.chat.messages import error_text
 from core.plan_prompt import demos_shown
 from core.plan_schema import REASONING_ROOM, planning_token_cap
-from core.planner import (
-    LOOP_SPAN,
-    LoopGuard,
-    Looping,
-    PlanAsk,
-    judge,
-    make_plan,
-    repeating_tail,
-)
+from core.planner import LOOP_SPAN, LoopGuard, PlanAsk, judge, make_plan
+from core.repeats import Looping, repeating_tail
 from core.tasks import TASKS
 from core.types import PlanChange, PlanNote, Usage
 from tests.fakes.openai_fake import FakeLLM, WeakModel
@@ -213,14 +206,14 @@ async def test_a_failed_call_is_recorded_with_the_answers_before_it(llm_fake: Fa
     ],
 )
 def test_a_repeating_tail_is_found(text: str, unit: str) -> None:
-    found = repeating_tail(text)
+    found = repeating_tail(text, LOOP_SPAN)
     assert found is not None and found * 2 in text and len(found) <= len(unit)
 
 
 def test_a_plan_is_no_loop() -> None:
     tasks = [t("image-classification", i, image=f"photo-{i}.png") for i in range(10)]
-    assert repeating_tail(json.dumps(tasks)) is None
-    assert repeating_tail("la " * 100) is None  # 300 characters: not yet
+    assert repeating_tail(json.dumps(tasks), LOOP_SPAN) is None
+    assert repeating_tail("la " * 100, LOOP_SPAN) is None  # 300 characters: not yet
 
 
 async def test_the_guard_cuts_a_loop_but_not_the_persons_own_repetition() -> None:

@@ -409,3 +409,62 @@ def test_fallback_result_lines_as_a_person_reads_them(result: dict[str, Any], sh
     long = replace(record, result={"text": "y" * 1000})
     line = fallback_text(replace(reply, tasks=(long,)), "why").split("\n")[2]
     assert line.startswith("- task 0, t on m: done. Result: yyy") and len(line) < 350
+
+
+# ---- an answer that repeats itself (a small local model looping until the cap)
+
+_SAID = "The image shows a cat on a red sofa. "
+_AGAIN = "The speech model read it aloud in speech-1.wav. "
+LOOPED = _SAID + _AGAIN * 60  # 3,000 characters: the loop runs to the cap
+
+
+async def test_a_streamed_answer_that_loops_is_cut_and_the_model_stopped(
+    llm_fake: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm_fake.reply("answer", LOOPED)
+    llm_fake.stream_gap = 0.002  # as a server writes: the cut comes before the end
+    shown: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        shown.append(text)
+
+    with caplog.at_level(logging.WARNING, logger="core.response"):
+        answer = await generate_response(
+            llm_fake.client(max_retries=0), request_text="What is it?", chat_log=[],
+            records=RECORDS, files=FILES, usage=Usage(), on_delta=on_delta,
+        )  # fmt: skip
+    assert answer == Answer((_SAID + _AGAIN).strip(), fallback=False)
+    written = "".join(p for _, stage, p in llm_fake.streamed if stage == "answer")
+    assert len(written) < len(LOOPED) // 2  # the stream was closed: no more was written
+    assert "".join(shown).startswith(answer.text)  # what went out before the cut
+    assert any("kept repeating" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_answer_read_whole_is_cut_the_same_way(llm_fake: FakeLLM) -> None:
+    llm_fake.reply("answer", LOOPED)
+    # the bot's own earlier answer looped too (stored before answers were cut):
+    # that is no reason to let this one loop
+    earlier = [("user", "What is it?"), ("assistant", LOOPED)]
+    answer = await generate_response(
+        llm_fake.client(), request_text="What did I ask?", chat_log=earlier, records=RECORDS,
+        files=FILES, usage=Usage(),
+    )  # fmt: skip
+    assert answer == Answer((_SAID + _AGAIN).strip(), fallback=False)
+
+
+async def test_an_answer_quoting_a_result_that_repeats_is_not_cut(llm_fake: FakeLLM) -> None:
+    chorus = "la la la, sing along, " * 30
+    song = TaskRecord(
+        id=0, task="text-generation", model="gpt2", status=TaskStatus.DONE,
+        args={"text": "a song"}, result={"generated_text": chorus},
+    )  # fmt: skip
+    llm_fake.reply("answer", f"Here is your song: {chorus.strip()}")
+    answer = await generate_response(
+        llm_fake.client(), request_text="write me a song", chat_log=[], records=(song,),
+        files=(), usage=Usage(), on_delta=_ignore,
+    )  # fmt: skip
+    assert answer.text == f"Here is your song: {chorus.strip()}"
+
+
+async def _ignore(_text: str) -> None:
+    return None

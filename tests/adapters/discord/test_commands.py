@@ -19,6 +19,7 @@ from tests.adapters.discord.helpers import fence_balanced, noisy_png, plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a
 from tests.fakes.clock import PacingClock
 from tests.fakes.discord_fake import APP_ID, GUILD_ID, FakeDiscord
+from tests.fakes.prose import long_prose
 from tests.fakes.samples import sample_png
 
 EPHEMERAL = 64
@@ -79,7 +80,7 @@ async def test_status_edits_are_at_most_once_per_interval(
 async def test_long_answer_is_split_and_code_blocks_stay_whole(harness: Harness) -> None:
     h, fake = harness, harness.fake
     code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(120)) + "\n```"
-    prose = "\n".join(f"Paragraph {i}: " + "words " * 40 for i in range(12))
+    prose = "\n".join(f"Paragraph {i}: " + long_prose(240, seed=i) for i in range(12))
     h.env.llm.reply("plan", "[]")
     h.env.llm.reply("answer", f"{prose}\n{code}\nThat's all.")
     p = await h.interact(fake.interaction("ask", {"prompt": "write a lot"}))

@@ -29,10 +29,11 @@ from tests.adapters.discord.helpers import plan, step
 from tests.fakes.agent_fixture import AgentEnv, model_a, open_agent_env
 from tests.fakes.discord_fake import APP_ID, BOT_ID, CHANNEL_ID, DiscordCall, FakeDiscord
 from tests.fakes.job_fixtures import FakeClock
+from tests.fakes.prose import long_prose
 from tests.fakes.samples import sample_png
 
-FIRST = " ".join(["First part."] * 120)
-SECOND = " ".join(["Second part."] * 120)
+FIRST = "First part. " + long_prose(1300, seed=1)
+SECOND = "Second part. " + long_prose(1400, seed=2)
 ANSWER = f"{FIRST}\n\n{SECOND}"  # 2 messages: FIRST, then SECOND with the picture
 CHANNEL_POSTS = rf"^/channels/{CHANNEL_ID}/messages$"
 

@@ -17,6 +17,7 @@ from tests.adapters.slack.conftest import BotFactory, SlackBot
 from tests.fakes.agent_fixture import AgentEnv, model_a, open_agent_env
 from tests.fakes.hf_fake import HFCall
 from tests.fakes.job_fixtures import FakeClock, task_checkpointed
+from tests.fakes.prose import long_prose
 from tests.fakes.samples import sample_png
 from tests.fakes.slack_fake import (
     BOT_TOKEN,
@@ -474,7 +475,7 @@ async def test_rate_limited_web_api_calls_are_retried(
 async def test_long_answer_is_split_at_slack_limits(
     slack_bot: SlackBot, agent_env: AgentEnv
 ) -> None:
-    long = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(12))
+    long = "\n\n".join(f"Paragraph {i}: " + long_prose(750, seed=i) for i in range(12))
     agent_env.llm.reply("answer", long)
     event = mention_event("write a lot")
 
