@@ -23,6 +23,7 @@ import re
 CHECK_EVERY = 64
 MAX_PERIOD = 200
 LOOP_REPEATS = 4
+_PROBE = 8  # characters of the tail looked for first (repeating_tail)
 _DIGITS = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"[.!?…。](?=\s|$)|\n")
 _ENDS = (".", "!", "?", "…", "。", "\n")
@@ -36,12 +37,24 @@ def repeating_tail(text: str, min_span: int) -> str | None:
     """The piece ``text`` ends by repeating, if it repeats one piece of up to
     :data:`MAX_PERIOD` characters over ``min_span`` characters and at least
     :data:`LOOP_REPEATS` times."""
-    for period in range(1, MAX_PERIOD + 1):
+    # Only a period at which the last few characters occur again can repeat:
+    # those are found by str.rfind (in C), nearest first, so the smallest
+    # period wins as when each is tried in turn (ordinary prose has none).
+    n = len(text)
+    k = max(1, min(_PROBE, min_span))
+    if n <= k:
+        return None
+    probe = text[-k:]
+    low = max(0, n - k - MAX_PERIOD)
+    high = n - 1  # an occurrence ending before the text's end: a period of 1 or more
+    while (at := text.rfind(probe, low, high)) >= 0:
+        period = n - k - at
         span = max(min_span, period * (LOOP_REPEATS - 1))
-        if span + period > len(text):
+        if span + period > n:
             return None
         if text[-span:] == text[-span - period : -period]:
             return text[-period:]
+        high = at + k - 1
     return None
 
 

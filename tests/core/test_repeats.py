@@ -4,6 +4,8 @@ streams, cut after the first time it says the repeated piece."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.repeats import Looping, RepeatGuard, cut_repeats, repeating_tail
 
@@ -89,3 +91,25 @@ async def test_numbers_in_a_table_or_code_are_no_numbered_loop() -> None:
             await guard.feed(text[start : start + 16])
         guard.check(text)
         assert guard.repeated is None
+
+
+def _tried_in_turn(text: str, min_span: int) -> str | None:
+    """repeating_tail's rule, each period tried in turn (the reference)."""
+    from core.repeats import LOOP_REPEATS, MAX_PERIOD
+
+    for period in range(1, MAX_PERIOD + 1):
+        span = max(min_span, period * (LOOP_REPEATS - 1))
+        if span + period > len(text):
+            return None
+        if text[-span:] == text[-span - period : -period]:
+            return text[-period:]
+    return None
+
+
+@given(
+    st.lists(st.sampled_from(["ab", "a", "b", "abc ", ". ", "x" * 7, "na "]), max_size=400),
+    st.sampled_from([1, 5, 50, 300]),
+)
+def test_the_search_finds_what_trying_every_period_finds(pieces: list[str], span: int) -> None:
+    text = "".join(pieces)
+    assert repeating_tail(text, span) == _tried_in_turn(text, span)
