@@ -149,7 +149,9 @@ class StreamingTerminal(TerminalSurface):
 
     async def discard_stream(self) -> None:
         self._end_line()
-        print("[answering] (the answer broke off; what the models found follows)", file=self.err)
+        # a stream that broke off (the fallback follows) or that the core cut
+        # back (a model repeating itself: the answer as kept follows)
+        print("[answering] (the answer stopped there; what follows replaces it)", file=self.err)
 
     async def post_answer(self, text: str, files: Sequence[Resource]) -> None:
         if text.strip():

@@ -114,7 +114,23 @@ async def test_a_broken_stream_on_the_terminal_ends_in_the_fallback(agent_env: A
     assert (first, second) == ("Foxes are canids.", "They li")  # what had come, then a new line
     assert rest.startswith("Sorry, I could not write an answer")
     assert "stopped in the middle of its answer" in rest and rest.count("Sorry") == 1
-    assert "the answer broke off" in err.getvalue()
+    assert "the answer stopped there; what follows replaces it" in err.getvalue()
+
+
+async def test_a_looping_answer_on_the_terminal_is_replaced_by_what_was_kept(
+    agent_env: AgentEnv,
+) -> None:
+    kept = "A fox is a small wild canid. It lives in a den."
+    agent_env.llm.reply("answer", kept + " It lives in a den." * 60)
+    agent_env.llm.stream_chunk_chars = 16
+    agent_env.llm.stream_gap = 0.002
+    out, err = io.StringIO(), io.StringIO()
+    code = await ask_in(agent_env, "what is a fox?", out, err)
+    assert code == 0, err.getvalue()
+    streamed, after = out.getvalue().split("\n", 1)
+    assert streamed.startswith(kept + " It lives in a den.")  # what came before the cut
+    assert after == kept + "\n"  # then the answer once, as kept
+    assert "the answer stopped there; what follows replaces it" in err.getvalue()
 
 
 async def test_chat_commands_are_listed_and_never_sent_to_the_model(agent_env: AgentEnv) -> None:
