@@ -35,8 +35,5 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)`` on the bot's event loop (see the module docstring)."""
-    factory = loop_factory()
-    if factory is None:
-        return asyncio.run(main)
-    with asyncio.Runner(loop_factory=factory) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:  # None: as asyncio.run
         return runner.run(main)

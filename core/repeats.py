@@ -25,8 +25,9 @@ MAX_PERIOD = 200
 LOOP_REPEATS = 4
 _PROBE = 8  # characters of the tail looked for first (repeating_tail)
 _DIGITS = re.compile(r"\d+")
-_SENTENCE_END = re.compile(r"[.!?…。](?=\s|$)|\n")
-_ENDS = (".", "!", "?", "…", "。", "\n")
+_TERMINATORS = ".!?…。"  # what ends a sentence (or a newline a line)
+_SENTENCE_END = re.compile(rf"[{_TERMINATORS}](?=\s|$)|\n")
+_ENDS = (*_TERMINATORS, "\n")
 
 
 class Looping(Exception):

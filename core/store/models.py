@@ -57,6 +57,17 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
+def string_lengths(model: type[Base]) -> dict[str, int]:
+    """Column name -> n of every ``String(n)`` column of ``model`` (not Text),
+    read once at import by the code that fits values to them (an ORM
+    attribute's ``.type`` is a slow lookup on a hot path)."""
+    return {
+        c.name: c.type.length
+        for c in model.__table__.columns
+        if isinstance(c.type, sa.String) and c.type.length
+    }
+
+
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
     # SQLAlchemy reads this as a plain class attribute (not a ClassVar).

@@ -64,7 +64,14 @@ from core.store.db import (
 from core.store.groups import write_groups
 from core.store.jobs import JobFence, JobStore, mark_saved
 from core.store.media import MediaStore, PruneReport
-from core.store.models import Conversation, Message, ProcessedEvent, ResourceRow, TaskRun
+from core.store.models import (
+    Conversation,
+    Message,
+    ProcessedEvent,
+    ResourceRow,
+    TaskRun,
+    string_lengths,
+)
 from core.store.summaries import JobSummaries
 from core.store.usage import insert_usage
 from core.types import ConversationKey, Reply, Request, Resource, TaskRecord
@@ -116,20 +123,11 @@ JSON_DEPTH = 64  # deeper JSON is stored as its str()
 NOT_STORED = "[not stored: the database refused this text ({n} characters)]"
 
 
-def _lengths(model: Any) -> dict[str, int]:
-    """Column name -> n of every ``String(n)`` column of ``model`` (not Text)."""
-    return {
-        c.name: c.type.length
-        for c in model.__table__.columns
-        if isinstance(c.type, sa.String) and c.type.length
-    }
-
-
-_CONVERSATION = _lengths(Conversation)
-_MESSAGE = _lengths(Message)
-_RESOURCE = _lengths(ResourceRow)
-_TASK_RUN = _lengths(TaskRun)
-_EVENT = _lengths(ProcessedEvent)
+_CONVERSATION = string_lengths(Conversation)
+_MESSAGE = string_lengths(Message)
+_RESOURCE = string_lengths(ResourceRow)
+_TASK_RUN = string_lengths(TaskRun)
+_EVENT = string_lengths(ProcessedEvent)
 
 # The hot statements (every request reads its history and saves its turn),
 # built once with bind parameters, in Core: no ORM unit of work or entity

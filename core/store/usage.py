@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.store.db import Database, Tx, dialect_insert
-from core.store.models import UsageModelCall, UsageTurn
+from core.store.models import UsageModelCall, UsageTurn, string_lengths
 from core.usage import (
     GroupBy,
     TurnUsage,
@@ -36,17 +36,7 @@ from core.usage import (
 T, C = UsageTurn, UsageModelCall
 
 
-def _lengths(model: Any) -> dict[str, int]:
-    """Column name -> n of every ``String(n)`` column of ``model``, read once
-    (an ORM attribute's ``.type`` is a slow lookup, and every turn fits ten)."""
-    return {
-        c.name: c.type.length
-        for c in model.__table__.columns
-        if isinstance(c.type, sa.String) and c.type.length
-    }
-
-
-_TURN, _CALL = _lengths(UsageTurn), _lengths(UsageModelCall)
+_TURN, _CALL = string_lengths(UsageTurn), string_lengths(UsageModelCall)
 
 
 def _fit(value: str, limit: int) -> str:
