@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import wave
 from fractions import Fraction
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from core.experts import audio
 from core.experts.audio import audio_duration, decode_audio, encode_speech, resample
 from core.mediatypes import sniff
 
@@ -59,6 +61,63 @@ def test_encode_speech_accepts_channels_first() -> None:
     assert audio_duration(data) == pytest.approx(0.5, abs=0.05)
     with pytest.raises(ValueError):
         encode_speech(np.zeros(0, np.float32), 16000)
+
+
+def _opus_stream(data: bytes) -> tuple[str, int, np.ndarray]:
+    """The codec, channels and decoded samples (channels, frames) of an Ogg file."""
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        frames = [f.to_ndarray() for f in container.decode(stream)]
+        return stream.codec_context.name, stream.channels, np.concatenate(frames, axis=1)
+
+
+def _peak_hz(samples: np.ndarray, sr: int) -> float:
+    spectrum = np.abs(np.fft.rfft(samples))
+    return float(np.argmax(spectrum) * sr / len(samples))
+
+
+@pytest.mark.parametrize("sr", [16000, 22050, 48000])
+def test_encode_speech_keeps_the_sound(sr: int) -> None:
+    """PyAV's libopus writes it (the rate is kept where Opus has it, else 48 kHz)
+    and what comes back is the same tone, per channel."""
+    left, right = _tone(sr, 1.0, freq=440.0), _tone(sr, 1.0, freq=1000.0)
+    data, mime = encode_speech(np.stack([left, right], axis=1), sr)
+    assert mime == "audio/ogg" and sniff(data).ext == "opus"
+    codec, channels, decoded = _opus_stream(data)
+    assert codec == "opus" and channels == 2
+    out_sr = 48000  # Opus decoders give 48 kHz
+    assert decoded.shape[1] / out_sr == pytest.approx(1.0, abs=0.05)
+    assert _peak_hz(decoded[0], out_sr) == pytest.approx(440, abs=3)
+    assert _peak_hz(decoded[1], out_sr) == pytest.approx(1000, abs=3)
+    assert sf.info(io.BytesIO(data)).samplerate == (sr if sr != 22050 else 48000)
+
+
+def test_encode_speech_with_more_channels_than_pyav_writes() -> None:
+    """Four channels: libsndfile's Opus writer, as before PyAV wrote it."""
+    samples = np.stack([_tone(16000, 0.5)] * 4, axis=1)
+    data, mime = encode_speech(samples, 16000)
+    assert mime == "audio/ogg" and sniff(data).ext == "opus"
+    info = sf.info(io.BytesIO(data))
+    assert info.channels == 4 and info.frames / info.samplerate == pytest.approx(0.5, abs=0.05)
+
+
+def test_encode_speech_without_libopus_in_ffmpeg(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An FFmpeg built without libopus: libsndfile writes the Opus file, and the
+    log says so once."""
+    monkeypatch.setattr(audio, "OPUS_ENCODER", "libopus-not-in-this-build")
+    audio._has_av_opus.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO, logger="core.experts.audio"):
+            first, mime = encode_speech(_tone(16000, 0.5), 16000)
+            encode_speech(_tone(16000, 0.5), 16000)
+    finally:
+        audio._has_av_opus.cache_clear()
+    assert mime == "audio/ogg" and sniff(first).ext == "opus"
+    assert audio_duration(first) == pytest.approx(0.5, abs=0.05)
+    said = [r.getMessage() for r in caplog.records if "libsndfile writes Opus" in r.getMessage()]
+    assert said == ["this FFmpeg has no libopus-not-in-this-build encoder: libsndfile writes Opus"]
 
 
 def _wav_stereo(sr: int, seconds: float) -> bytes:
