@@ -24,7 +24,9 @@ Printed per variant (medians): the agent's own total (``timings.total``),
 the process's wall time, and the hop gaps on the router's clock: for each
 step after the first, its model call's start minus the previous step's end
 (the Hub requests a step waits for are in it), and the first step's start
-minus the planning call's end.
+minus the planning call's end; and the providers the model calls ran on and
+the TCP connections to the router they came on (``conns``: each a TCP and
+TLS handshake on the real service).
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ async def one(
         "wall": wall,
         "first": first,
         "gaps": gaps,
+        "providers": len({c.provider for c in models}),
+        "connections": len({c.peer for c in models}),
     }
 
 
@@ -207,7 +211,8 @@ async def main() -> None:
                     "(medians, ms)"
                 )
                 print(
-                    f"  {'variant':8} {'total':>7} {'wall':>7} {'plan→1st':>9}  gaps between steps"
+                    f"  {'variant':8} {'total':>7} {'wall':>7} {'plan→1st':>9} "
+                    f"{'providers':>9} {'conns':>5}  gaps between steps"
                 )
                 for variant, rows in results.items():
                     steps = len(rows[0]["gaps"])
@@ -215,7 +220,9 @@ async def main() -> None:
                     print(
                         f"  {variant:8} {med([r['total'] for r in rows]) * 1000:7.0f} "
                         f"{med([r['wall'] for r in rows]) * 1000:7.0f} "
-                        f"{med([r['first'] for r in rows]) * 1000:9.0f}  "
+                        f"{med([r['first'] for r in rows]) * 1000:9.0f} "
+                        f"{med([r['providers'] for r in rows]):9.0f} "
+                        f"{med([r['connections'] for r in rows]):5.0f}  "
                         + " ".join(f"{g:6.0f}" for g in gaps)
                     )
     print(f"load after: {os.getloadavg()[0]:.2f}")

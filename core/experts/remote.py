@@ -160,8 +160,7 @@ class RemoteExpert:
         self.directory = directory or ProviderDirectory(provider)
         self._clock = clock  # waits out "loading" and rate limits
         self._clients: dict[str, _InferenceClient] = {}
-        self._session: httpx2.AsyncClient | None = None  # only for _post
-        self._sessions = _Sessions()
+        self._sessions = _Sessions()  # one session for every client and _post
         self._ahead: set[asyncio.Task[None]] = set()  # look-ups started ahead, still running
 
     # --- what can run -------------------------------------------------------------
@@ -218,12 +217,11 @@ class RemoteExpert:
         return None
 
     def prepare(self) -> None:
-        """Start building, in the background, the session the next client's
-        first call would otherwise build on its critical path (two TLS
-        contexts: a tenth to a quarter of a second in a fresh process).
-        Returns at once; does nothing once a client has its session."""
-        if not any(c._async_client is not None for c in self._clients.values()):
-            self._sessions.prepare()
+        """Start building, in the background, the session the first call
+        would otherwise build on its critical path (two TLS contexts: a tenth
+        to a quarter of a second in a fresh process).  Returns at once; does
+        nothing once it is built or being built."""
+        self._sessions.prepare()
 
     def look_up_ahead(self, task: str, model: ModelInfo) -> None:
         """Start, in the background, the Hub look-ups a call of ``model`` on
@@ -317,26 +315,21 @@ class RemoteExpert:
         if ahead:
             await asyncio.wait(ahead)
         for client in self._clients.values():
-            await client.stop_opening()
-            await client.close()  # type: ignore[no-untyped-call]
+            await client.close()  # type: ignore[no-untyped-call]  # its streams; not the session
         self._clients.clear()
-        if self._session is not None:
-            await self._session.aclose()
-            self._session = None
         await self._sessions.aclose()
 
     async def _post(self, url: str, body: dict[str, Any] | bytes) -> bytes:
         """POST for a task the client has no task-API route for: a dict as
         JSON, bytes as the raw body (as the client sends images)."""
-        if self._session is None:
-            self._session = await self._sessions.take()
+        session = await self._sessions.get()
         token = self._token or get_token()  # the client's own fallback
         headers = {"authorization": f"Bearer {token}"} if token else {}
         timeout = self.timeouts.longest
         if isinstance(body, bytes):
-            response = await self._session.post(url, content=body, headers=headers, timeout=timeout)
+            response = await session.post(url, content=body, headers=headers, timeout=timeout)
         else:
-            response = await self._session.post(url, json=body, headers=headers, timeout=timeout)
+            response = await session.post(url, json=body, headers=headers, timeout=timeout)
         hf_raise_for_status(response)
         return response.content
 
@@ -364,46 +357,56 @@ def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
 
 
 class _Sessions:
-    """Where the expert's clients get their sessions: built in a worker
-    thread, one possibly ahead of need (:meth:`prepare`)."""
+    """The expert's one session, built in a worker thread, possibly ahead of
+    need (:meth:`prepare`), and shared by every client and :meth:`RemoteExpert._post`.
+
+    One session is one pool of connections.  Every provider's calls go to
+    the router's host (``router.huggingface.co/<provider>/…``), so a plan
+    whose steps run on different providers (a picture on fal-ai, its caption
+    on hf-inference) finds the connection the step before opened: a client
+    per provider with a session of its own made a TCP and TLS handshake with
+    the router (two round trips) at the start of each provider's first call,
+    on the plan's critical path, and again after each idle spell."""
 
     def __init__(self) -> None:
-        self._spare: asyncio.Task[httpx2.AsyncClient] | None = None
+        self._building: asyncio.Task[httpx2.AsyncClient] | None = None
 
     def prepare(self) -> None:
-        """Start building a session for the next client that needs one."""
-        if self._spare is None:
-            self._spare = asyncio.get_running_loop().create_task(
-                self._build(), name="hosted-session"
-            )
+        """Start building the session, unless it is built or being built."""
+        if self._building is None:
+            self._start()
 
-    async def take(self) -> httpx2.AsyncClient:
-        """The session built ahead, else a new one."""
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            try:
-                return await asyncio.shield(spare)
-            except asyncio.CancelledError:
-                if not spare.cancelled():  # we were cancelled, not the build: keep it
-                    self._spare = spare
-                raise
-            except Exception:  # the build ahead failed: build again, as a call would
-                log.debug("building a hosted session ahead failed", exc_info=True)
-        return await self._build()
+    def _start(self) -> asyncio.Task[httpx2.AsyncClient]:
+        self._building = asyncio.get_running_loop().create_task(
+            self._build(), name="hosted-session"
+        )
+        return self._building
+
+    async def get(self) -> httpx2.AsyncClient:
+        """The session; the calls that arrive while it is built wait for the
+        same one.  A build that failed is tried again by the next caller."""
+        building = self._building
+        if building is None or (
+            building.done() and (building.cancelled() or building.exception() is not None)
+        ):
+            if building is not None and not building.cancelled():
+                log.debug("building the hosted session failed", exc_info=building.exception())
+            building = self._start()
+        return await asyncio.shield(building)
 
     async def _build(self) -> httpx2.AsyncClient:
         sdk_session, session = await in_hosted_thread(_new_session)
         await sdk_session.aclose()  # never used: it opened no connection
-        return session
+        return same_host_redirects_only(session)
 
     async def aclose(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is None:
+        building, self._building = self._building, None
+        if building is None:
             return
-        if not spare.done():
-            spare.cancel()
+        if not building.done():
+            building.cancel()
         try:
-            session = await spare
+            session = await building
         except (asyncio.CancelledError, Exception):
             return
         await session.aclose()
@@ -420,38 +423,18 @@ class _InferenceClient(AsyncInferenceClient):
     and are not affected."""
 
     sessions: _Sessions | None = None  # set by RemoteExpert._client
-    _opening: asyncio.Task[httpx2.AsyncClient] | None = None
 
     async def _get_async_client(self) -> httpx2.AsyncClient:
-        # As the client builds its own (one per client, closed with it), on
-        # aiohttp's transport (core.http_client), built in a thread; the
-        # calls that arrive while it is built wait for the same one.
+        # The expert's one session (not one per client, closed with it), on
+        # aiohttp's transport (core.http_client), built in a thread.
         if self._async_client is None:
-            opening = self._opening
-            if opening is None or (
-                opening.done() and (opening.cancelled() or opening.exception() is not None)
-            ):
-                opening = self._opening = asyncio.get_running_loop().create_task(self._open())
-            await asyncio.shield(opening)
-        assert self._async_client is not None
-        return same_host_redirects_only(self._async_client)
+            assert self.sessions is not None, "clients are made by RemoteExpert._client"
+            self._async_client = await self.sessions.get()
+        return self._async_client
 
     async def open(self) -> None:
         """Have the session (built in a thread, with the Hub client's headers)."""
         await self._get_async_client()
-
-    async def stop_opening(self) -> None:
-        """Stop building a session nobody waits for any more (closing)."""
-        opening = self._opening
-        if opening is not None and not opening.done():
-            opening.cancel()
-            await asyncio.wait([opening])
-
-    async def _open(self) -> httpx2.AsyncClient:
-        sessions = self.sessions or _Sessions()
-        session = await sessions.take()
-        self._async_client = await self.exit_stack.enter_async_context(session)
-        return self._async_client
 
 
 def same_host_redirects_only(session: httpx2.AsyncClient) -> httpx2.AsyncClient:

@@ -270,6 +270,9 @@ class FakeHFService:
             None, request.path, request.method, None, None, CIMultiDict(request.headers),
             dict(request.query), body, parsed, time.monotonic(), inputs=inputs,
         )  # fmt: skip
+        if request.transport is not None:
+            host, port, *_ = request.transport.get_extra_info("peername")
+            call.peer = (host, port)
         self.calls.append(call)
         if request.method == "GET":
             response = await self._route_get(call)

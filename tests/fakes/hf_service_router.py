@@ -27,7 +27,8 @@ POLICIES = ("", "fastest", "cheapest", "preferred")
 
 @dataclass
 class RouterCall:
-    """One request the router received (``time``/``t_end``: ``time.monotonic()``).
+    """One request the router received (``time``/``t_end``: ``time.monotonic()``;
+    ``peer``: the client's address and port, one per connection).
 
     ``kind``: "inference" (the POST that runs a model), "poll" (a queue
     status/result GET), "media" (an output file download) or "other".
@@ -51,6 +52,8 @@ class RouterCall:
     inputs: list[bytes] = field(default_factory=list)
     status: int = 0
     t_end: float = 0.0
+    # The client's end of the TCP connection it came on (one per connection).
+    peer: tuple[str, int] | None = None
 
 
 @dataclass

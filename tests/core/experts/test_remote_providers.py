@@ -167,6 +167,39 @@ async def test_a_pinned_provider_wins_and_hf_provider_applies_to_all(
     assert [c.provider for c in svc.calls_for("org/painter")] == ["fal-ai", "fal-ai"]
 
 
+async def test_every_providers_calls_share_one_connection_to_the_router(
+    svc: FakeHFService, expert: RemoteExpert
+) -> None:
+    """A picture on replicate, a summary on hf-inference, a picture again:
+    each provider has a client of its own, and all go to the router's host
+    on the expert's one session, so the second provider's first call finds
+    the connection open (no TCP and TLS handshake on the plan's path)."""
+    painter = add_t2i(svc, "org/painter", {"replicate": ("org/painter-r", "text-to-image")})
+    summariser = next(m for m in Catalog.load().models("summarization") if m.providers)
+    await expert.run("text-to-image", painter, TaskInputs(text="a fox"))
+    await expert.run("summarization", summariser, inputs_for("summarization"))
+    await expert.run("text-to-image", painter, TaskInputs(text="a hen"))
+    calls = svc.calls_for(kind="inference")
+    assert [c.provider for c in calls] == ["replicate", "hf-inference", "replicate"]
+    assert all(c.peer is not None for c in calls)
+    assert len({c.peer for c in calls}) == 1, [c.peer for c in calls]
+
+
+async def test_closing_the_expert_closes_its_one_session(
+    svc: FakeHFService, clock: FakeClock
+) -> None:
+    painter = add_t2i(svc, "org/painter", {"replicate": ("org/painter-r", "text-to-image")})
+    summariser = next(m for m in Catalog.load().models("summarization") if m.providers)
+    expert = RemoteExpert(token=TOKEN, clock=clock)
+    await expert.run("text-to-image", painter, TaskInputs(text="a fox"))
+    await expert.run("summarization", summariser, inputs_for("summarization"))
+    session = await expert._sessions.get()
+    clients = list(expert._clients.values())
+    assert len(clients) == 2 and all(c._async_client is session for c in clients)
+    await expert.aclose()
+    assert session.is_closed
+
+
 async def test_hub_lookups_never_run_on_the_event_loop(
     svc: FakeHFService, expert: RemoteExpert, monkeypatch: pytest.MonkeyPatch
 ) -> None:

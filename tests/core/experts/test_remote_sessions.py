@@ -112,10 +112,9 @@ async def test_the_hub_headers_first_look_up_happens_while_the_session_is_built_
         expert = RemoteExpert(token="hf_test", base_url=hf_fake.base_url)
         try:
             expert.prepare()
-            session = await expert._sessions.take()  # the build started by prepare
+            await expert._sessions.get()  # the build started by prepare
             assert seen == ["/api/agent-harnesses"]
             assert hf_fake.calls == []
-            await session.aclose()
             assert await summarise(expert, "a note")
         finally:
             await expert.aclose()
