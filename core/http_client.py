@@ -208,3 +208,49 @@ def like(session: httpx2.AsyncClient) -> httpx2.AsyncClient:
         timeout=session.timeout,
         headers=session.headers,
     )
+
+
+# --- huggingface_hub's own clients ------------------------------------------------
+
+
+def hub_client() -> httpx2.Client:
+    """huggingface_hub's shared client (``get_session``: the Hub look-ups,
+    a provider's queue polls and output downloads) as its
+    ``default_client_factory`` builds it, on the process's TLS context.
+    Built by that factory, it parsed the CA bundle itself (60–90 ms here) in
+    front of a fresh process's first Hub look-up, which a plan's first model
+    call waits for."""
+    from huggingface_hub.utils import _http as hub_http
+
+    return httpx2.Client(
+        event_hooks={"request": [hub_http.hf_request_event_hook]},
+        follow_redirects=True,
+        timeout=None,
+        verify=tls.context(),
+    )
+
+
+def hub_async_client() -> httpx2.AsyncClient:
+    """huggingface_hub's async session (``get_async_session``) as its
+    ``default_async_client_factory`` builds it, on the process's TLS context
+    (the hosted expert copies its settings onto aiohttp's transport: ``like``)."""
+    from huggingface_hub.utils import _http as hub_http
+
+    return httpx2.AsyncClient(
+        event_hooks={
+            "request": [hub_http.async_hf_request_event_hook],
+            "response": [hub_http.async_hf_response_event_hook],
+        },
+        follow_redirects=True,
+        timeout=None,
+        verify=tls.context(),
+    )
+
+
+def use_for_hub() -> None:
+    """Have huggingface_hub build its clients on the process's TLS context
+    (once, at start-up: it closes the shared client it had)."""
+    import huggingface_hub
+
+    huggingface_hub.set_client_factory(hub_client)
+    huggingface_hub.set_async_client_factory(hub_async_client)
