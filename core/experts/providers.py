@@ -219,20 +219,21 @@ class ProviderDirectory:
         """Start the Hub look-ups :meth:`provider_for` and :meth:`warm` will
         wait for (returns at once).  On hf-inference the client's own
         look-up (the model's pipeline tag) does not need the mapping: when
-        the route can only be hf-inference (pinned, or the only provider the
-        catalog lists that serves ``task``), both are asked at once, not one
-        after the other.  A look-up started here and not needed (the route
-        was another provider after all) is one Hub request, and its
-        failure is nobody's."""
+        the route is likely hf-inference (pinned, or the first provider the
+        catalog lists that serves ``task``: the catalog lists them in the
+        order the router prefers), both are asked at once, not one after the
+        other.  A look-up started here and not needed (the route was another
+        provider after all: the person's own order of providers put another
+        first) is one Hub request, and its failure is nobody's."""
         want = self.wanted(pinned)
         if (task in CHAT_TASKS and want == AUTO) or (task, model_id, want) in self._routes:
             return
         if model_id not in self._found:
             self._fetching_of(model_id)
-        served = {p for p in providers if client_serves(p, task)}
-        only = want if want != AUTO else (served.pop() if len(served) == 1 else None)
+        served = [p for p in providers if client_serves(p, task)]
+        likely = want if want != AUTO else (served[0] if served else None)
         key = (HF_INFERENCE, client_task(task), model_id)
-        if only == HF_INFERENCE and client_serves(HF_INFERENCE, task) and key not in self._warm:
+        if likely == HF_INFERENCE and client_serves(HF_INFERENCE, task) and key not in self._warm:
             self._warming_of(key)
 
     async def look_up_ahead(

@@ -191,16 +191,25 @@ async def test_nothing_is_looked_up_ahead_for_a_task_api_url_or_routed_chat(
     assert svc.hub_queries == []
 
 
+@pytest.mark.parametrize(
+    ("task", "listed"),
+    [("summarization", ("hf-inference",)), ("text-to-image", ("hf-inference", "fal-ai"))],
+    ids=["only", "first"],
+)
 async def test_on_hf_inference_the_two_hub_lookups_go_out_together(
-    svc: FakeHFService, expert: RemoteExpert
+    svc: FakeHFService, expert: RemoteExpert, task: str, listed: tuple[str, ...]
 ) -> None:
     # The client's hf-inference helper asks the Hub for the model's pipeline
     # tag after the mapping; it does not need the mapping, so both are asked
-    # at once when hf-inference is the only provider the catalog lists.
+    # at once when hf-inference is the provider the catalog lists first.
     svc.add_model(
-        "org/summer", "summarization", mappings={"hf-inference": ("org/summer", "summarization")}
+        "org/summer",
+        task,
+        mappings={
+            p: ("org/summer" if p == "hf-inference" else f"{p}/summer", task) for p in listed
+        },
     )
-    model = ModelInfo("org/summer", "summarization", providers=("hf-inference",))
+    model = ModelInfo("org/summer", task, providers=listed)
     together: list[bool] = []
 
     def asked() -> int:
@@ -214,10 +223,30 @@ async def test_on_hf_inference_the_two_hub_lookups_go_out_together(
         together.append(asked() >= 2)
 
     svc.hub_hold = hold_until_both
-    result = await expert.run("summarization", model, TaskInputs(text="a long text"))
-    assert result.text
+    await expert.run(task, model, TaskInputs(text="a long text"))
+    assert [c.provider for c in svc.calls_for(model.id)] == ["hf-inference"]
     assert together == [True, True]  # neither was answered before the other arrived
     assert len(mapping_lookups(svc, model.id)) == 1
+
+
+async def test_another_provider_listed_first_is_not_second_guessed(
+    svc: FakeHFService, expert: RemoteExpert
+) -> None:
+    """fal-ai first in the catalog, hf-inference second: the call runs on
+    fal-ai, and the Hub is asked for the mapping alone (no pipeline tag)."""
+    svc.add_model(
+        "org/flux",
+        "text-to-image",
+        mappings={
+            "fal-ai": ("fal-ai/flux", "text-to-image"),
+            "hf-inference": ("org/flux", "text-to-image"),
+        },
+    )
+    model = ModelInfo("org/flux", "text-to-image", providers=("fal-ai", "hf-inference"))
+    await expert.run("text-to-image", model, TaskInputs(text="a fox"))
+    assert [c.provider for c in svc.calls_for(model.id)] == ["fal-ai"]
+    asked = [q for q in svc.hub_queries if q.path == f"/api/models/{model.id}"]
+    assert len(asked) == 1 and "inferenceProviderMapping" in asked[0].params.get("expand", [])
 
 
 async def test_lookups_do_not_wait_for_the_loops_default_threads(
