@@ -25,8 +25,8 @@ the process's wall time, and the hop gaps on the router's clock: for each
 step after the first, its model call's start minus the previous step's end
 (the Hub requests a step waits for are in it), and the first step's start
 minus the planning call's end; and the providers the model calls ran on and
-the TCP connections to the router they came on (``conns``: each a TCP and
-TLS handshake on the real service).
+the TCP connections to the router the ask's calls came on, the LLM's and
+the models' (``conns``: each a TCP and TLS handshake on the real service).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ async def one(
         "first": first,
         "gaps": gaps,
         "providers": len({c.provider for c in models}),
-        "connections": len({c.peer for c in models}),
+        "connections": len({c.peer for c in steps}),
     }
 
 

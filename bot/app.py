@@ -24,6 +24,7 @@ from core.config import AgentConfig
 from core.errors import ConfigError
 from core.experts.providers import configure as configure_providers
 from core.experts.remote import RemoteExpert
+from core.http_client import Connections
 from core.llm import DEFAULT_HF_MODEL, DEFAULT_OPENAI_MODEL, LLM
 from core.routing import ExpertRouter
 from core.store.db import Database
@@ -78,13 +79,14 @@ def llm_key(settings: Settings) -> str:
     return llm_endpoint(settings).api_key or "not-needed"  # local servers ignore the key
 
 
-def llm_from_settings(settings: Settings) -> LLM:
+def llm_from_settings(settings: Settings, pool: Connections | None = None) -> LLM:
     endpoint = llm_endpoint(settings)
     return LLM(
         api_key=endpoint.api_key,
         base_url=endpoint.base_url,
         model=endpoint.model,
         hf_router=endpoint.hf_router,
+        pool=pool,
         **settings.into("llm"),  # LLM_TIMEOUT, LLM_MAX_RETRIES, …
     )
 
@@ -98,7 +100,7 @@ def task_timeouts(settings: Settings) -> TaskTimeouts:
     return TaskTimeouts(**settings.into("timeouts"))
 
 
-def router_from_settings(settings: Settings) -> ExpertRouter:
+def router_from_settings(settings: Settings, pool: Connections | None = None) -> ExpertRouter:
     token = settings.hf.token.get_secret_value() if settings.hf.token else None
     # huggingface_hub reads the router and Hub addresses from module constants
     configure_providers(router_url=settings.hf.router_url, hub_url=settings.hf.endpoint)
@@ -107,6 +109,7 @@ def router_from_settings(settings: Settings) -> ExpertRouter:
         base_url=settings.hf.inference_url,
         provider=settings.hf.provider,
         timeouts=task_timeouts(settings),
+        pool=pool,
     )
     local = None
     if settings.hf.inference_mode in ("local", "hybrid"):
@@ -194,11 +197,15 @@ async def open_agent(settings: Settings) -> AsyncIterator[Agent]:
                 otlp_endpoint=settings.process.otel_exporter_otlp_endpoint,
             )
         )
-        llm = llm_from_settings(settings)
+        # One pool of connections for the LLM's calls and the models': with
+        # only HF_TOKEN both go to the router (closed last, after both clients).
+        pool = Connections()
+        stack.push_async_callback(pool.aclose)
+        llm = llm_from_settings(settings, pool)
         stack.push_async_callback(llm.aclose)
         catalog = Catalog.load(settings.selection.model_catalog)
         _db, repo, media = await stack.enter_async_context(open_store(settings))
-        router = router_from_settings(settings)
+        router = router_from_settings(settings, pool)
         for expert in (router.remote, router.local):
             if expert is not None:
                 stack.push_async_callback(expert.aclose)

@@ -150,19 +150,51 @@ class _Connector(aiohttp.TCPConnector):
             connection.close()  # then the next pooled one, or a new one
 
 
-def _session(transport: AiohttpTransport) -> aiohttp.ClientSession:
-    """The session the vendored transport would build itself
-    (``AiohttpTransport.get_client``), on :class:`_Connector`."""
+def _connector(transport: AiohttpTransport) -> _Connector:
     limits = transport.limits
     limit = {} if limits.max_connections is None else {"limit": limits.max_connections}
     local = (transport.local_address, 0) if transport.local_address else None
-    connector = _Connector(
+    return _Connector(
         keepalive_timeout=limits.keepalive_expiry,
-        ssl=transport.ssl_context,
+        ssl=transport.ssl_context,  # the default; the transport passes it on every request
         local_addr=local,
         **limit,
     )
-    return aiohttp.ClientSession(connector=connector)
+
+
+def _session(transport: AiohttpTransport, pool: Connections | None = None) -> aiohttp.ClientSession:
+    """The session the vendored transport would build itself
+    (``AiohttpTransport.get_client``), on :class:`_Connector`: its own, or
+    ``pool``'s, which it leaves open when it closes."""
+    if pool is None:
+        return aiohttp.ClientSession(connector=_connector(transport))
+    return aiohttp.ClientSession(connector=pool.connector(transport), connector_owner=False)
+
+
+class Connections:
+    """One pool of connections for several clients.
+
+    With only ``HF_TOKEN`` the LLM's calls (the openai SDK, on the router's
+    ``/v1``) and the models' (the hosted expert) go to the same host,
+    ``router.huggingface.co``: on one pool, a request's first model call
+    finds the connection its planning call left idle, instead of opening its
+    own (a TCP and TLS handshake, two round trips, in each fresh process and
+    after every idle spell).  The connector is made in the event loop on the
+    first call, as the transport's own is, with the first client's limits;
+    closing a client leaves it open: :meth:`aclose` (its owner's) closes it."""
+
+    def __init__(self) -> None:
+        self._connector: _Connector | None = None
+
+    def connector(self, transport: AiohttpTransport) -> _Connector:
+        if self._connector is None or self._connector.closed:
+            self._connector = _connector(transport)
+        return self._connector
+
+    async def aclose(self) -> None:
+        connector, self._connector = self._connector, None
+        if connector is not None:
+            await connector.close()
 
 
 # How long an idle connection is kept for the next call.  httpx's default
@@ -175,12 +207,12 @@ def _session(transport: AiohttpTransport) -> aiohttp.ClientSession:
 KEEPALIVE_SECONDS = 50.0
 
 
-def async_client(**kwargs: Any) -> httpx2.AsyncClient:
+def async_client(pool: Connections | None = None, **kwargs: Any) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` on aiohttp's transport, with the openai SDK's
     defaults (timeout, connection limits, redirects) unless ``kwargs`` says
-    otherwise, idle connections kept :data:`KEEPALIVE_SECONDS`.  Their TLS
-    context is the process's one (core.tls), not one made (a CA bundle
-    parsed) per client."""
+    otherwise, idle connections kept :data:`KEEPALIVE_SECONDS`, on ``pool``'s
+    connections when given (else its own).  Their TLS context is the
+    process's one (core.tls), not one made (a CA bundle parsed) per client."""
     if "verify" not in kwargs and kwargs.get("trust_env", True):
         kwargs["verify"] = tls.context()
     if "limits" not in kwargs:
@@ -194,15 +226,17 @@ def async_client(**kwargs: Any) -> httpx2.AsyncClient:
     for transport in (client._transport, *client._mounts.values()):
         if isinstance(transport, AiohttpTransport) and transport.client is None:
             # built on its first request, inside the event loop, as its own is
-            transport.client = functools.partial(_session, transport)
+            transport.client = functools.partial(_session, transport, pool)
     client._transport = _Errors(client._transport)
     return client
 
 
-def like(session: httpx2.AsyncClient) -> httpx2.AsyncClient:
+def like(session: httpx2.AsyncClient, pool: Connections | None = None) -> httpx2.AsyncClient:
     """A client configured like ``session`` (its hooks, redirects, timeout,
-    headers), on aiohttp's transport: for a session an SDK built itself."""
+    headers), on aiohttp's transport (on ``pool``'s connections when given):
+    for a session an SDK built itself."""
     return async_client(
+        pool,
         event_hooks={k: list(v) for k, v in session.event_hooks.items()},
         follow_redirects=session.follow_redirects,
         timeout=session.timeout,

@@ -72,7 +72,7 @@ from openai.types.shared_params import ResponseFormatJSONObject
 from core import telemetry
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import ConfigError, ErrorCode, ErrorFields, RunFailed
-from core.http_client import async_client
+from core.http_client import Connections, async_client
 from core.llm_server import (
     Fault,
     as_int,
@@ -218,8 +218,9 @@ class LLM:
     model it lists.  ``hf_router`` marks the Hugging Face router (messages name
     ``HF_TOKEN`` and its billing page).  ``probe_context`` (default: any
     server other than OpenAI and the router) looks up the server's context
-    size once.  Build one in the composition root; ``await llm.aclose()`` on
-    shutdown.
+    size once.  ``pool``: connections shared with other clients
+    (:class:`core.http_client.Connections`; else its own).  Build one in the
+    composition root; ``await llm.aclose()`` on shutdown.
     """
 
     def __init__(
@@ -235,6 +236,7 @@ class LLM:
         hf_router: bool = False,
         probe_context: bool | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        pool: Connections | None = None,
     ) -> None:
         if not api_key:
             if base_url is None:
@@ -255,7 +257,7 @@ class LLM:
             base_url=base_url,
             timeout=timeout,
             max_retries=0,
-            http_client=async_client(),  # aiohttp's transport: half the CPU per call
+            http_client=async_client(pool),  # aiohttp's transport: half the CPU per call
         )
         self.base_url = str(self._client.base_url).rstrip("/")
         self.host = _host_of(self.base_url)

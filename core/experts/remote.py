@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ from core.experts.remote_outputs import (
     media_blob,
     read_depth,
 )
-from core.http_client import like
+from core.http_client import Connections, like
 from core.results import Answer, Box, Entity, Segment, TaskInputs, TaskResult
 from core.tasks import TaskTimeouts
 from core.threads import in_hosted_thread, work
@@ -140,7 +141,10 @@ Handler = Callable[[_Call], Awaitable[TaskResult]]
 
 
 class RemoteExpert:
-    """Runs tasks on Inference Providers, a model's endpoint, or a self-hosted server."""
+    """Runs tasks on Inference Providers, a model's endpoint, or a self-hosted server.
+
+    ``pool``: connections shared with other clients (the LLM's, which with
+    only ``HF_TOKEN`` calls the same router: :class:`core.http_client.Connections`)."""
 
     name = "remote"
 
@@ -153,6 +157,7 @@ class RemoteExpert:
         timeouts: TaskTimeouts | None = None,
         directory: ProviderDirectory | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        pool: Connections | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/") if base_url else None
         self.timeouts = timeouts or TaskTimeouts()
@@ -160,7 +165,7 @@ class RemoteExpert:
         self.directory = directory or ProviderDirectory(provider)
         self._clock = clock  # waits out "loading" and rate limits
         self._clients: dict[str, _InferenceClient] = {}
-        self._sessions = _Sessions()  # one session for every client and _post
+        self._sessions = _Sessions(pool)  # one session for every client and _post
         self._ahead: set[asyncio.Task[None]] = set()  # look-ups started ahead, still running
 
     # --- what can run -------------------------------------------------------------
@@ -337,7 +342,7 @@ class RemoteExpert:
 # --- sessions: built off the event loop; redirects stay on the server called ------
 
 
-def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+def _new_session(pool: Connections | None = None) -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
     """The SDK's session (built for its settings: hooks, redirects, timeout,
     headers, whatever factory the user set) and ours like it on aiohttp's
     transport (core.http_client), refusing redirects to other servers.  Each
@@ -353,7 +358,7 @@ def _new_session() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
     except Exception:  # the call builds them again and says what is wrong
         log.debug("building the Hub client's headers ahead failed", exc_info=True)
     sdk_session = get_async_session()
-    return sdk_session, same_host_redirects_only(like(sdk_session))
+    return sdk_session, same_host_redirects_only(like(sdk_session, pool))
 
 
 class _Sessions:
@@ -368,7 +373,8 @@ class _Sessions:
     the router (two round trips) at the start of each provider's first call,
     on the plan's critical path, and again after each idle spell."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: Connections | None = None) -> None:
+        self._pool = pool
         self._building: asyncio.Task[httpx2.AsyncClient] | None = None
 
     def prepare(self) -> None:
@@ -395,7 +401,7 @@ class _Sessions:
         return await asyncio.shield(building)
 
     async def _build(self) -> httpx2.AsyncClient:
-        sdk_session, session = await in_hosted_thread(_new_session)
+        sdk_session, session = await in_hosted_thread(functools.partial(_new_session, self._pool))
         await sdk_session.aclose()  # never used: it opened no connection
         return same_host_redirects_only(session)
 

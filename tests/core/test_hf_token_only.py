@@ -142,3 +142,22 @@ async def test_every_served_task_answers_with_only_hf_token(
         assert record.result and any(
             record.result.get(k) for k in ("text", "labels", "entities", "answers")
         ), record.result
+
+
+async def test_the_llm_and_the_models_share_one_pool_of_connections(
+    one_token: tuple[Agent, FakeHFService, Controller],
+) -> None:
+    """With only HF_TOKEN the planning call and the models go to the same
+    router: the first model call finds the connection the planning call
+    left idle (one TCP and TLS handshake fewer on the request's path), and
+    so does the answer call after it."""
+    agent, svc, controller = one_token
+    request, args = request_for("summarization")
+    controller.plan = json.dumps([{"task": "summarization", "id": 0, "dep": [-1], "args": args}])
+    reply = await agent.handle(request)
+    assert not reply.error, reply.text
+    calls = [c for c in svc.calls if c.kind == "inference"]
+    stages = [stage_of(c.json) if c.path == "/v1/chat/completions" else c.provider for c in calls]
+    assert stages == ["plan", "hf-inference", "answer"]
+    assert all(c.peer is not None for c in calls)
+    assert len({c.peer for c in calls}) == 1, [c.peer for c in calls]

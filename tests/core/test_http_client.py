@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from core.http_client import async_client
+from core.http_client import Connections, async_client
 from tests.fakes.loopback import free_port as closed_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -205,6 +205,7 @@ class _KeepAlive:
 
     def __init__(self) -> None:
         self.connections = 0
+        self.hung_up = 0  # connections the client closed
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -214,8 +215,15 @@ class _KeepAlive:
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the client hung up
+            self.hung_up += 1
         writer.close()
+
+    async def until_hung_up(self, n: int) -> int:
+        for _ in range(500):  # the server reads the client's FIN on its next turn
+            if self.hung_up >= n:
+                break
+            await asyncio.sleep(0.01)
+        return self.hung_up
 
 
 async def test_an_idle_connection_is_kept_past_the_sdks_five_seconds(
@@ -230,3 +238,31 @@ async def test_an_idle_connection_is_kept_past_the_sdks_five_seconds(
         await asyncio.sleep(6)
         assert (await client.get(url)).status_code == 200
     assert server.connections == 1
+
+
+async def test_clients_on_one_pool_share_its_connections() -> None:
+    """The LLM's client and the hosted expert's on one Connections (both go to
+    the router with only HF_TOKEN): one connection between them; a client
+    closed leaves the pool's connections to the others; the pool's owner
+    closes them."""
+    server = _KeepAlive()
+    pool = Connections()
+    first, second, alone = async_client(pool), async_client(pool), async_client()
+    try:
+        async for url in _serve(server):
+            for c in (first, second, first, second, alone):
+                assert (await c.get(url)).status_code == 200
+            assert server.connections == 2  # the pool's one, and the lone client's own
+            await first.aclose()
+            await second.aclose()
+            later = async_client(pool)
+            assert (await later.get(url)).status_code == 200
+            await later.aclose()
+            assert server.connections == 2 and server.hung_up == 0
+            await pool.aclose()
+            assert await server.until_hung_up(1) == 1
+            await alone.aclose()
+            assert await server.until_hung_up(2) == 2
+    finally:
+        await alone.aclose()
+        await pool.aclose()

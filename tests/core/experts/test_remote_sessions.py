@@ -16,6 +16,7 @@ from aiohttp import web
 from core.catalog import ModelInfo
 from core.experts import remote
 from core.experts.remote import RemoteExpert
+from core.http_client import Connections
 from core.results import TaskInputs
 from tests.fakes.hf_fake import FakeHF
 from tests.fakes.loopback import serve
@@ -29,9 +30,9 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     threads: list[int] = []
     real = remote._new_session
 
-    def counting() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+    def counting(pool: Connections | None = None) -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
         threads.append(threading.get_ident())
-        return real()
+        return real(pool)
 
     monkeypatch.setattr(remote, "_new_session", counting)
     return threads
