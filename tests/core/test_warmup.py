@@ -23,6 +23,7 @@ from core.agent import Agent
 from core.catalog import ModelInfo
 from core.execution import Executor
 from core.experts import remote
+from core.http_client import Connections
 from core.planning import PlannedTask
 from core.postprocess import draws
 from core.results import Blob, Box, TaskInputs, TaskResult
@@ -161,9 +162,9 @@ async def test_a_long_running_process_warms_every_kind_and_the_first_session_at_
     built: list[int] = []
     real = remote._new_session
 
-    def counting() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+    def counting(pool: Connections | None = None) -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
         built.append(threading.get_ident())
-        return real()
+        return real(pool)
 
     monkeypatch.setattr(remote, "_new_session", counting)
     agent.warm_up()
