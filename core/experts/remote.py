@@ -403,7 +403,7 @@ class _Sessions:
     async def _build(self) -> httpx2.AsyncClient:
         sdk_session, session = await in_hosted_thread(functools.partial(_new_session, self._pool))
         await sdk_session.aclose()  # never used: it opened no connection
-        return same_host_redirects_only(session)
+        return session
 
     async def aclose(self) -> None:
         building, self._building = self._building, None
