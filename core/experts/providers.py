@@ -56,7 +56,6 @@ from huggingface_hub.inference import _providers as hub_providers
 from huggingface_hub.inference._providers._common import _fetch_inference_provider_mapping
 
 from core.errors import TaskCode, TaskFailed
-from core.http_client import use_for_hub
 from core.threads import in_hosted_thread
 
 log = logging.getLogger(__name__)
@@ -105,9 +104,7 @@ def client_serves(provider: str, task: str) -> bool:
 
 
 def configure(*, router_url: str | None, hub_url: str | None) -> None:
-    """Point ``huggingface_hub`` at the router and the Hub, its clients on the
-    process's TLS context (once, at start-up)."""
-    use_for_hub()
+    """Point ``huggingface_hub`` at the router and the Hub (once, at start-up)."""
     if router_url:
         router = router_url.rstrip("/")
         constants.INFERENCE_PROXY_TEMPLATE = router + "/{provider}"
