@@ -29,11 +29,10 @@ from collections.abc import Callable
 import numpy as np
 import soundfile as sf
 
-from core.experts.audio import encode_speech, resample
+from core.experts.audio import encode_speech, opus_rate, resample
 
 RATES = (16000, 22050, 24000)
 SECONDS = (0.5, 5.0)
-OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 
 def speech_like(sr: int, seconds: float) -> np.ndarray:
@@ -47,7 +46,7 @@ def speech_like(sr: int, seconds: float) -> np.ndarray:
 
 
 def libsndfile_opus(x: np.ndarray, sr: int) -> bytes:
-    rate = sr if sr in OPUS_RATES else 48000
+    rate = opus_rate(sr)
     buf = io.BytesIO()
     sf.write(buf, resample(x[:, None], sr, rate), rate, format="OGG", subtype="OPUS")
     return buf.getvalue()

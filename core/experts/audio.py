@@ -20,7 +20,7 @@ import soundfile as sf
 
 log = logging.getLogger(__name__)
 
-_OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 MAX_AUDIO_SECONDS = 1800.0
 # What measuring may decode per second of the cap: eight channels at 48 kHz.
 # A file of many channels or a huge sample rate (a decompression bomb in
@@ -129,7 +129,7 @@ def encode_speech(samples: np.ndarray, sr: int) -> tuple[bytes, str]:
     if opus is not None:
         return opus, "audio/ogg"
     attempts = (
-        ("OGG", "OPUS", "audio/ogg", _OPUS_RATES, 48000),
+        ("OGG", "OPUS", "audio/ogg", OPUS_RATES, 48000),
         ("MP3", "MPEG_LAYER_III", "audio/mpeg", (16000, 22050, 24000, 32000, 44100, 48000), 44100),
         ("WAV", "PCM_16", "audio/wav", None, None),
     )
@@ -145,6 +145,12 @@ def encode_speech(samples: np.ndarray, sr: int) -> tuple[bytes, str]:
             continue
         return buf.getvalue(), mime
     raise ValueError("no audio encoder is available")
+
+
+def opus_rate(sr: int) -> int:
+    """The rate an Opus file of audio at ``sr`` is written at: ``sr`` where
+    Opus has it, else 48 kHz."""
+    return sr if sr in OPUS_RATES else 48000
 
 
 _OPUS_LAYOUTS = {1: "mono", 2: "stereo"}
@@ -171,7 +177,7 @@ def _opus_av(x: np.ndarray, sr: int) -> bytes | None:
     buf = io.BytesIO()
     try:
         with av.open(buf, "w", format="ogg") as out:
-            stream = out.add_stream(OPUS_ENCODER, rate=sr if sr in _OPUS_RATES else 48000)
+            stream = out.add_stream(OPUS_ENCODER, rate=opus_rate(sr))
             assert isinstance(stream, av.AudioStream)
             stream.layout = layout
             stream.bit_rate = OPUS_BITS_PER_CHANNEL * x.shape[1]
